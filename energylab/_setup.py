@@ -1,0 +1,61 @@
+"""Seeds, devices and the one-line notebook setup every chapter starts with."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch; return a torch.Generator seeded the same way for explicit use."""
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
+
+
+def choose_device(device: str | torch.device = "auto") -> torch.device:
+    """Resolve ``"auto"`` to cuda > mps > cpu; pass anything else through ``torch.device``.
+
+    Asking for a device that is not available raises ValueError instead of failing later inside a kernel.
+    """
+    if isinstance(device, torch.device):
+        device = str(device)
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string or torch.device, got {type(device).__name__}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as err:
+        raise ValueError(f"device={device!r} is not a valid torch device: {err}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} requested but CUDA is not available here; use 'auto' or 'cpu'")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device={device!r} requested but MPS is not available here; use 'auto' or 'cpu'")
+    return dev
+
+
+def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1) -> torch.device:
+    """Make a chapter reproducible and its figures visible everywhere.
+
+    Seeds every generator, pins torch to ``threads`` CPU threads (one thread gives bit-identical
+    floating-point sums run to run, which the committed outputs rely on), uses float32 matmuls at
+    full precision, registers the book's plotly renderer, and returns the chosen device.
+    """
+    seed_everything(seed)
+    torch.set_num_threads(threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    torch.set_float32_matmul_precision("highest")
+    from energylab import viz  # local import: viz pulls in plotly, which library users may not need
+
+    viz.use_book_renderer()
+    return choose_device(device)
