@@ -1,0 +1,44 @@
+"""Benchmarks, run with ``python -m energylab.bench [section ...]``.
+
+Each section is a module of this package with ``run(quick: bool) -> list[dict]`` returning table rows.
+Every timing is reported as a ratio to a reference measured in the same run, never as an absolute
+threshold, because absolute times depend on the machine.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+# section name -> module name inside energylab.bench; each section owner adds one line here
+SECTIONS = {
+}
+
+
+def median_time(fn: Callable[[], object], repeats: int = 10, warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` calls after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def format_table(rows: list[dict]) -> str:
+    """Render rows (dicts with the same keys) as a fixed-width text table."""
+    if not rows:
+        return "(no rows)"
+    keys = list(rows[0])
+    cells = [[_fmt(r.get(k)) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths))  # noqa: E731
+    return "\n".join([line(keys), line(["-" * w for w in widths]), *map(line, cells)])
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.0f}"
+    return str(v)

@@ -1,0 +1,74 @@
+"""Plotly figures for the book, and the renderer that makes them show up everywhere.
+
+All plotting lives in this package (``energylab.viz.<topic>`` modules): functions from tensors
+to ``plotly.graph_objects.Figure``, no model logic inside.
+
+Why a renderer of our own: plotly 6+ puts only ``application/vnd.plotly.v1+json`` in a notebook
+output. JupyterLab draws that, but Jupyter Book 1 (and GitHub's viewer) drop it, so a static page
+would show nothing. The book renderer emits that mimetype *and* a ``text/html`` bundle that calls
+the ``Plotly`` global, which the website loads once from a local copy of plotly.min.js. The div id
+is derived from the figure's content, so re-running a notebook gives byte-identical outputs
+(the notebook regression tests compare them).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.base_renderers import MimetypeRenderer
+
+RENDERER_NAME = "energylab_book"
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"]
+
+
+class BookRenderer(MimetypeRenderer):
+    """Emit the plotly JSON mimetype plus a self-contained ``text/html`` div (no embedded plotly.js)."""
+
+    def to_mimebundle(self, fig_dict):
+        fig_json = json.dumps(fig_dict, sort_keys=True, cls=_encoder())
+        div_id = "fig-" + hashlib.sha1(fig_json.encode()).hexdigest()[:12]
+        html = pio.to_html(
+            fig_dict,
+            include_plotlyjs=False,
+            include_mathjax=False,
+            full_html=False,
+            div_id=div_id,
+            validate=False,
+            config={"displaylogo": False, "responsive": True},
+        )
+        plain = json.loads(fig_json)
+        return {"application/vnd.plotly.v1+json": {"data": plain.get("data", []), "layout": plain.get("layout", {}),
+                                                   "config": {}},
+                "text/html": html}
+
+
+def _encoder():
+    from plotly.utils import PlotlyJSONEncoder
+
+    return PlotlyJSONEncoder
+
+
+def use_book_renderer() -> None:
+    """Register and select the book renderer (idempotent)."""
+    if RENDERER_NAME not in pio.renderers:
+        pio.renderers[RENDERER_NAME] = BookRenderer()
+    pio.renderers.default = RENDERER_NAME
+    pio.templates.default = "plotly_white"
+
+
+def line_figure(x, ys: dict, title: str, xaxis: str, yaxis: str, log_y: bool = False) -> go.Figure:
+    """Several named curves over a shared x axis: the book's workhorse plot."""
+    fig = go.Figure()
+    for k, (name, y) in enumerate(ys.items()):
+        fig.add_trace(go.Scatter(x=list(map(float, x)), y=[float(v) for v in y], mode="lines+markers",
+                                 name=name, line={"color": PALETTE[k % len(PALETTE)]}))
+    fig.update_layout(title=title, xaxis_title=xaxis, yaxis_title=yaxis, height=380,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 50})
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+__all__ = ["BookRenderer", "use_book_renderer", "line_figure", "PALETTE"]
