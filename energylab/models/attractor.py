@@ -198,5 +198,39 @@ class BareSelfAttention(nn.Module):
         return torch.stack(traj)
 
 
-__all__ = ["AttractorConfig", "BareSelfAttention", "orthonormal_embedding", "coupling_logits", "local_energies",
+class RecurrentBlock(nn.Module):
+    """Baseline of the paper (sec. III, app. V-C): one pre-LN transformer block applied tau times.
+
+    u = SA(LN(x)) + x,  x <- MLP(LN(u)) + u  (eqs. 8-9), with a trained input embedding plus a learned
+    positional encoding, which is subtracted again before the trained read-out to pixels (sigmoid keeps
+    them in [0, 1]). Trained with backpropagation through all tau repetitions. The block is PyTorch's
+    ``nn.TransformerEncoderLayer(norm_first=True)``, which computes exactly eqs. 8-9 (dropout off).
+    """
+
+    def __init__(self, n_tokens: int, patch_pixels: int, width: int = 32, heads: int = 2, mlp: int = 64):
+        super().__init__()
+        self.embed = nn.Linear(2 * patch_pixels, width)  # spins (2a) -> width
+        self.pos = nn.Parameter(0.02 * torch.randn(n_tokens, width))  # (N, width)
+        self.block = nn.TransformerEncoderLayer(width, heads, mlp, dropout=0.0, activation="gelu",
+                                                batch_first=True, norm_first=True)
+        self.readout = nn.Linear(width, patch_pixels)  # width -> a pixels
+
+    def trajectory(self, spins: torch.Tensor, steps: int) -> torch.Tensor:
+        """Pixel predictions after each of ``steps`` repetitions: (B, N, 2a) -> (steps, B, N, a)."""
+        check_tensor("spins", spins, 3)
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive int, got {steps!r}")
+        x = self.embed(spins) + self.pos  # (B, N, width)
+        out = []
+        for _ in range(steps):
+            x = self.block(x)
+            out.append(torch.sigmoid(self.readout(x - self.pos)))
+        return torch.stack(out)
+
+    def forward(self, spins: torch.Tensor, tau: int) -> torch.Tensor:
+        """Pixels (B, N, a) after tau repetitions."""
+        return self.trajectory(spins, tau)[-1]
+
+
+__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "coupling_logits", "local_energies",
            "local_field", "local_gradient", "normalize_spins"]
