@@ -55,7 +55,10 @@ def main() -> None:
     for part in MATHJAX_PARTS:
         copy(modules / "mathjax" / "es5" / part, VENDOR / "mathjax" / part)
     copy(modules / "requirejs" / "require.js", VENDOR / "require.js")
-    copy(modules / "@jupyter-widgets" / "html-manager" / "dist" / "embed-amd.js", VENDOR / "embed-amd.js")
+    dist = modules / "@jupyter-widgets" / "html-manager" / "dist"
+    copy(dist / "embed-amd.js", VENDOR / "html-manager" / "embed-amd.js")
+    for font in [*dist.glob("*.woff*"), *dist.glob("*.ttf"), *dist.glob("*.eot"), *dist.glob("*.svg")]:
+        copy(font, VENDOR / "html-manager" / font.name)  # icon fonts the widget CSS asks for
     size = sum(f.stat().st_size for f in VENDOR.rglob("*") if f.is_file()) / 2**20
     print(f"vendor_assets: {VENDOR.relative_to(ROOT)} ready ({size:.1f} MiB)")
 
