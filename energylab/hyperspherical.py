@@ -4,7 +4,8 @@ Tokens are rows of X (..., N, d). Attention energies live in H subspaces z_iʰ =
 (d, H·p); feedforward energies use a dictionary D (d, M). The paper constrains ‖z_iʰ‖ = √p and
 ‖Dᵀx_i‖ = √M; the energies here omit the constraint (so autograd checks the plain gradient), and every
 operator takes ``rms=True`` to evaluate the same formula at the RMS-normalised projections — the paper's layer
-(eqs. 9 and 11), which normalises but does not differentiate through the normalisation.
+(eqs. 9 and 11), which normalises but does not differentiate through the normalisation. ``validate=False``
+skips the input checks (layers validate their input once, and data-dependent checks break torch.compile).
 Paper symbols: their X is d × N (tokens as columns); ours is N × d, so their W_h Z A is our (A Z) W_hᵀ.
 """
 from __future__ import annotations
@@ -102,60 +103,70 @@ def _merge_heads(Y: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     return Y.transpose(-2, -3).flatten(-2) @ W.T  # (..., N, H·p) @ (H·p, d)
 
 
-def _projections(X, W, heads, rms, eps):
-    Z = head_projections(X, W, heads)
+def _projections(X, W, heads, rms, eps, validate=True):
+    if validate:
+        Z = head_projections(X, W, heads)
+    else:  # (..., N, H·p) -> (..., H, N, p)
+        Z = (X @ W).unflatten(-1, (heads, W.shape[1] // heads)).transpose(-2, -3)
     return rms_normalize(Z, eps) if rms else Z
 
 
-def hyperset_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0) -> torch.Tensor:
+def hyperset_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0,
+                              validate: bool = True) -> torch.Tensor:
     """−∇E_ATTN = −Σ_h W_h Zʰ (softmax_col + softmax_row)(β Zʰᵀ Zʰ) — symmetric bi-softmax attention (eq. 7).
 
     In rows: −Σ_h [(A + Aᵀ) Zʰ] W_hᵀ with A = softmax_row(β Zʰ Zʰᵀ); one W plays query, key and value.
     X: (..., N, d)  ->  (..., N, d). The Hyper-SET layer (eq. 9) is X + α_t · update.
     """
-    check_positive("beta", beta)
-    Z = _projections(X, W, heads, rms, eps)
+    if validate:
+        check_positive("beta", beta)
+    Z = _projections(X, W, heads, rms, eps, validate)
     A = torch.softmax(beta * Z @ Z.transpose(-1, -2), dim=-1)  # (..., H, N, N)
     return -_merge_heads((A + A.transpose(-1, -2)) @ Z, W)
 
 
-def sigmoid_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0) -> torch.Tensor:
+def sigmoid_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0,
+                             validate: bool = True) -> torch.Tensor:
     """−∇E = −Σ_h [σ'(β Zʰ Zʰᵀ) Zʰ] W_hᵀ, σ' = σ(1 − σ) (paper 004, Table 18, sigmoid attention). -> (..., N, d)."""
-    check_positive("beta", beta)
-    Z = _projections(X, W, heads, rms, eps)
+    if validate:
+        check_positive("beta", beta)
+    Z = _projections(X, W, heads, rms, eps, validate)
     s = torch.sigmoid(beta * Z @ Z.transpose(-1, -2))
     return -_merge_heads((s * (1 - s)) @ Z, W)
 
 
-def kernel_linear_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0) -> torch.Tensor:
+def kernel_linear_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0,
+                                   validate: bool = True) -> torch.Tensor:
     """−∇E = −Σ_h [Φ'(Zʰ) ⊙ β Φ(Zʰ) (Φ(Zʰ)ᵀΦ(Zʰ))] W_hᵀ, Φ = σ (paper 004, Table 18, linear attention).
 
     The p × p matrix Φᵀ Φ = Σ_j φ_j φ_jᵀ is formed first, so the cost is O(N p²): linear in N.
     """
-    check_positive("beta", beta)
-    Z = _projections(X, W, heads, rms, eps)
+    if validate:
+        check_positive("beta", beta)
+    Z = _projections(X, W, heads, rms, eps, validate)
     phi = torch.sigmoid(Z)
     gram = phi.transpose(-1, -2) @ phi  # (..., H, p, p): Σ_j φ_j φ_jᵀ
     return -_merge_heads(phi * (1 - phi) * (beta * phi @ gram), W)
 
 
-def _ff_hidden(X, D, rms, eps):
-    _check_ff(X, D)
+def _ff_hidden(X, D, rms, eps, validate=True):
+    if validate:
+        _check_ff(X, D)
     U = X @ D  # (..., N, M): d_mᵀ x_i
     return rms_normalize(U, eps) if rms else U
 
 
-def hyperset_feedforward_update(X, D, rms: bool = False, eps: float = 0.0) -> torch.Tensor:
+def hyperset_feedforward_update(X, D, rms: bool = False, eps: float = 0.0, validate: bool = True) -> torch.Tensor:
     """−∇E_FF = D ReLU(Dᵀ x_i) per token (paper 004, eq. 10; with rms=True eq. 11). X: (..., N, d) -> (..., N, d)."""
-    return torch.relu(_ff_hidden(X, D, rms, eps)) @ D.T
+    return torch.relu(_ff_hidden(X, D, rms, eps, validate)) @ D.T
 
 
-def softmax_feedforward_update(X, D, rms: bool = False, eps: float = 0.0) -> torch.Tensor:
+def softmax_feedforward_update(X, D, rms: bool = False, eps: float = 0.0, validate: bool = True) -> torch.Tensor:
     """−∇E = D softmax(Dᵀ x_i) per token (paper 004, Table 19, softmax FF). -> (..., N, d)."""
-    return torch.softmax(_ff_hidden(X, D, rms, eps), dim=-1) @ D.T
+    return torch.softmax(_ff_hidden(X, D, rms, eps, validate), dim=-1) @ D.T
 
 
-def gated_feedforward_update(X, D, rms: bool = False, eps: float = 0.0) -> torch.Tensor:
+def gated_feedforward_update(X, D, rms: bool = False, eps: float = 0.0, validate: bool = True) -> torch.Tensor:
     """−∇E = D [(Σ_m Φ(d_mᵀx_i)) · Φ'(Dᵀx_i)] per token, Φ = σ (paper 004, Table 19, gated FF). -> (..., N, d)."""
-    s = torch.sigmoid(_ff_hidden(X, D, rms, eps))
+    s = torch.sigmoid(_ff_hidden(X, D, rms, eps, validate))
     return (s.sum(-1, keepdim=True) * s * (1 - s)) @ D.T

@@ -69,7 +69,12 @@ def dot_product_weights(scores: torch.Tensor, mask: torch.Tensor | None = None, 
     """
     _check_scores_mask(scores, mask)
     check_positive("beta", beta)
-    logits = beta * scores
+    return _dot_product_weights(scores, mask, beta)
+
+
+def _dot_product_weights(scores, mask=None, beta=1.0):
+    """:func:`dot_product_weights` without validation (for layers' hot paths)."""
+    logits = scores if beta == 1.0 else beta * scores
     if mask is not None:
         logits = logits.masked_fill(~mask, float("-inf"))
     return torch.softmax(logits, dim=-1)
@@ -83,6 +88,11 @@ def expressive_weights(scores: torch.Tensor, mask: torch.Tensor | None = None) -
     zero has no weight to normalise and returns zeros (the denominator is clamped at the smallest normal).
     """
     _check_scores_mask(scores, mask)
+    return _expressive_weights(scores, mask)
+
+
+def _expressive_weights(scores, mask=None):
+    """:func:`expressive_weights` without validation (for layers' hot paths)."""
     s2 = scores * scores
     w = s2 / (1 + s2)  # z²/(1+z²) in [0, 1)
     if mask is not None:
