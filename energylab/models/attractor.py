@@ -9,14 +9,20 @@ and the self-attention update is its negative gradient with respect to x_i alone
 
     h_i = -de_i/dx_i = sum_{j != i} alpha_ij J_ij x_j,   alpha_ij = softmax_{j != i}(lambda x_i^T J_ij x_j).
 
+Both formulas live once in the library, as the catalog form ``local_self_attention``:
+:func:`energylab.energies.local_energies` and :func:`energylab.operators.local_attention_update`. This
+module adds what turns them into a trained model: the fixed embedding, the couplings, norm fixing and the
+dynamics.
+
 Training minimises the pseudo-likelihood loss L = sum_mu sum_i e_i(xi^mu) on data (eq. 7). Its gradient
 on J_ij is -alpha_ij x_i x_j^T: it involves e_i only, i.e. the couplings *into* token i, so training is a
 local rule with no backpropagation through the dynamics. After every optimiser step J is rescaled to its
 initial RMS ("norm fixing", app. V-B), without which L falls forever by inflating J.
 
 Dynamics at test time: x_i <- normalise(x_i + eta h_i) for all i in parallel (eq. 1 with gamma = 1 and
-eta = 1; the authors' public code uses eta = 1 - g = 0.5 and divides by the mean token norm instead of
-normalising each spin). Shapes: B batch, N tokens, d spin dimension, a pixels per patch (2a spin inputs).
+eta = 1; the authors' public code uses eta = 1 - g = 0.5, divides by the mean token norm instead of
+normalising each spin, clamps the logits at 20 and leaves masked tokens out of the first softmax; we do
+none of these). Shapes: B batch, N tokens, d spin dimension, a pixels per patch (2a spin inputs).
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ import torch
 from torch import nn
 
 from energylab._checks import check_positive, check_tensor
+from energylab.energies import local_energies
+from energylab.operators import local_attention_update
 
 
 @dataclass
@@ -40,7 +48,6 @@ class AttractorConfig:
     lam_train: float = 5.0  # lambda in the loss (app. V-B: 5 in training)
     lam_test: float = 1.0  # lambda in the dynamics (app. V-B: 1 at test)
     eta: float = 1.0  # weight of the field in x + eta h (paper gamma = 1 <=> eta = 1; public code 0.5)
-    logit_clamp: float | None = 20.0  # clamp x_i^T J_ij x_j from above before the softmax (public code); None = off
 
 
 def orthonormal_embedding(dim: int, inputs: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -54,55 +61,17 @@ def orthonormal_embedding(dim: int, inputs: int, generator: torch.Generator | No
     return (q[:, :inputs] / math.sqrt(inputs // 2)).to(torch.get_default_dtype())
 
 
-def coupling_logits(x: torch.Tensor, J: torch.Tensor) -> torch.Tensor:
-    """z_bij = x_bi^T J_ij x_bj: (B, N, d), (N, N, d, d) -> (B, N, N). The diagonal is left as computed."""
-    return torch.einsum("bid,ijde,bje->bij", x, J, x)
+def correlation_couplings(x: torch.Tensor) -> torch.Tensor:
+    """C_ij = mean_b x_bi x_bj^T with C_ii = 0: (B, N, d) -> (N, N, d, d).
 
-
-def local_energies(x: torch.Tensor, J: torch.Tensor, lam: float = 1.0, clamp: float | None = None,
-                   key_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """e_bi = -(1/lam) logsumexp_{j != i}(lam z_bij) (paper eq. 4 with lambda): -> (B, N).
-
-    ``clamp`` caps z from above (the public code uses 20; the clamped energy is not differentiable there);
-    ``key_mask`` (B, N) bool removes masked tokens j from every sum.
+    The minimiser of the pseudo-likelihood loss at fixed |J| when lambda -> 0: there e_i is linear in J,
+    e_i = -(1/(N-1)) sum_j x_i^T J_ij x_j + const, so the loss is -<J, C> and on a sphere of J its minimum
+    is J proportional to C, a Hebbian rule.
     """
-    z = coupling_logits(x, J)
-    if clamp is not None:
-        z = z.clamp(max=clamp)
-    z = lam * z.masked_fill(_excluded(x.shape[0], x.shape[1], x.device, key_mask), float("-inf"))
-    return -torch.logsumexp(z, dim=-1) / lam
-
-
-def local_field(x: torch.Tensor, J: torch.Tensor, lam: float = 1.0, clamp: float | None = None,
-                key_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """h_bi = sum_{j != i} alpha_bij J_ij x_bj = -de_bi/dx_bi (paper eqs. 2-3). Returns (h (B, N, d), alpha (B, N, N))."""
-    Jx = torch.einsum("ijde,bje->bijd", J, x)  # (B, N, N, d): the field J_ij x_j that j sends to i
-    z = torch.einsum("bid,bijd->bij", x, Jx)
-    if clamp is not None:
-        z = z.clamp(max=clamp)
-    z = lam * z.masked_fill(_excluded(x.shape[0], x.shape[1], x.device, key_mask), float("-inf"))
-    alpha = torch.softmax(z, dim=-1)
-    return torch.einsum("bij,bijd->bid", alpha, Jx), alpha
-
-
-def local_gradient(x: torch.Tensor, J: torch.Tensor, lam: float = 1.0) -> torch.Tensor:
-    """dL/dJ for L = mean_b sum_i e_bi in closed form: dL/dJ_ij = -mean_b alpha_bij x_bi x_bj^T -> (N, N, d, d).
-
-    Entry (i, j) needs only alpha_ij (computed from e_i's own couplings J_i.) and the two spins it connects.
-    """
-    _, alpha = local_field(x, J, lam)
-    return -torch.einsum("bij,bid,bje->ijde", alpha, x, x) / x.shape[0]
-
-
-def _excluded(batch: int, n: int, device, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """(B or 1, N, N) bool: True where j = i or j is masked."""
-    out = torch.eye(n, dtype=torch.bool, device=device).unsqueeze(0)
-    if key_mask is not None:
-        if key_mask.dtype != torch.bool or tuple(key_mask.shape) != (batch, n):
-            raise ValueError(f"key_mask must be bool of shape ({batch}, {n}), got {key_mask.dtype} "
-                             f"{tuple(key_mask.shape)}")
-        out = out | key_mask.unsqueeze(1)  # (B, 1, N): column j masked for every i
-    return out
+    check_tensor("x", x, 3)
+    n = x.shape[1]
+    off = 1.0 - torch.eye(n, dtype=x.dtype, device=x.device).reshape(n, n, 1, 1)
+    return torch.einsum("bid,bje->ijde", x, x) / x.shape[0] * off
 
 
 def normalize_spins(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
@@ -151,24 +120,18 @@ class BareSelfAttention(nn.Module):
     def energies(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
         """Local energies e_i (B, N) of embedded spins x (B, N, d); lambda defaults to lam_train."""
         lam = self.config.lam_train if lam is None else lam
-        return local_energies(x, self.J, lam, self.config.logit_clamp)
+        return local_energies(x, x, self.J, lam)
 
     def forward(self, spins: torch.Tensor, sites: torch.Tensor | None = None) -> torch.Tensor:
         """Pseudo-likelihood terms at lambda_train: all e_i (B, N), or e_{sites[b]} (B,) if sites (B,) is given.
 
-        The one-site form is what the public code trains (a random i per batch); it needs only the rows J_i.
+        The one-site form is what the public code trains on (a random i per image); the gradient is the same
+        in expectation, with N times fewer terms.
         """
-        x = self.embed(spins)
+        e = self.energies(self.embed(spins))
         if sites is None:
-            return self.energies(x)
-        Ji = self.J[sites]  # (B, N, d, d): the couplings into the chosen token of each image
-        xi = x[torch.arange(x.shape[0], device=x.device), sites]  # (B, d)
-        z = torch.einsum("bd,bjde,bje->bj", xi, Ji, x)
-        if self.config.logit_clamp is not None:
-            z = z.clamp(max=self.config.logit_clamp)
-        lam = self.config.lam_train
-        self_mask = nn.functional.one_hot(sites, x.shape[1]).bool()  # (B, N): j = i excluded
-        return -torch.logsumexp(lam * z.masked_fill(self_mask, float("-inf")), dim=-1) / lam
+            return e
+        return e[torch.arange(e.shape[0], device=e.device), sites]
 
     @torch.no_grad()
     def fix_norm_(self) -> None:
@@ -176,25 +139,26 @@ class BareSelfAttention(nn.Module):
         self.J.mul_(self.off_diagonal)
         self.J.mul_(self.j_rms / self.J.pow(2).mean().sqrt().clamp(min=1e-30))
 
-    def step(self, x: torch.Tensor, lam: float | None = None, key_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """One parallel update x_i <- normalise(x_i + eta h_i) at lambda (default lam_test): (B, N, d) -> (B, N, d)."""
+    def field(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
+        """h_i = -de_i/dx_i at lambda (default lam_test): (B, N, d) -> (B, N, d)."""
         lam = self.config.lam_test if lam is None else lam
-        h, _ = local_field(x, self.J, lam, self.config.logit_clamp, key_mask)
-        return normalize_spins(x + self.config.eta * h)
+        return local_attention_update(x, self.J, lam)
+
+    def step(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
+        """One parallel update x_i <- normalise(x_i + eta h_i): (B, N, d) -> (B, N, d)."""
+        return normalize_spins(x + self.config.eta * self.field(x, lam))
 
     @torch.no_grad()
-    def run(self, x: torch.Tensor, steps: int, lam: float | None = None,
-            key_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def run(self, x: torch.Tensor, steps: int, lam: float | None = None) -> torch.Tensor:
         """Iterate :meth:`step` ``steps`` times; returns the trajectory (steps + 1, B, N, d), x first.
 
-        ``key_mask`` (masked tokens) is applied to the first step only: masked tokens start as zero spins
-        and are not attended to until they have received a field (as in the authors' code).
+        A masked token enters as a zero spin: it attends uniformly (all its logits are 0) and sends no field.
         """
         if not isinstance(steps, int) or steps < 0:
             raise ValueError(f"steps must be a non-negative int, got {steps!r}")
         traj = [x]
-        for t in range(steps):
-            traj.append(self.step(traj[-1], lam, key_mask if t == 0 else None))
+        for _ in range(steps):
+            traj.append(self.step(traj[-1], lam))
         return torch.stack(traj)
 
 
@@ -232,5 +196,5 @@ class RecurrentBlock(nn.Module):
         return self.trajectory(spins, tau)[-1]
 
 
-__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "coupling_logits", "local_energies",
-           "local_field", "local_gradient", "normalize_spins"]
+__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "correlation_couplings",
+           "normalize_spins"]
