@@ -35,7 +35,7 @@ class Config:
     patch: int = 2  # side of the bare model's patches: the paper's best choice for it is 2x2
     dim: int = 8  # spin dimension d (the public code's value for 2x2 patches)
     n_train: int | None = None  # training images (None = all the source gives)
-    n_eval: int = 200  # test images for the MSE curves and the variance histograms
+    n_eval: int = 100  # test images for the MSE curves and the variance histograms
     init: str = "paper"  # J init: "paper" U(+-1/(2d)) or "code" U(+-1/(2d^2)); norm fixing keeps this RMS
     optimizer: str = "sgd"  # "sgd" (paper sec. II-C) or "adamw" (public code); see the chapter for why sgd
     lr: float = 3.0  # SGD on the per-site mean loss; the RMS of J is fixed, so this sets the rotation speed
@@ -51,9 +51,9 @@ class Config:
     eta: float = 1.0  # x <- normalise(x + eta h): paper gamma = 1
     mask_ratio: float = 0.3  # fraction of masked patches
     noise_variance: float = 0.7  # denoising corruption
-    iterations: int = 40  # dynamics steps for the MSE curves
-    long_iterations: int = 300  # steps for the long-time (attractor) state
-    n_long: int = 50  # images followed to the long-time state
+    iterations: int = 30  # dynamics steps for the MSE curves
+    long_iterations: int = 100  # steps for the long-time (attractor) state
+    n_long: int = 16  # images followed to the long-time state
     n_examples: int = 4  # digits whose reconstructions are kept for the figures
     baseline: bool = True  # also train the recurrent transformer block (twice: one per task)
     baseline_patch: int = 2  # the paper uses 4x4 patches for the block
@@ -97,7 +97,7 @@ def load_data(cfg: Config) -> im.ImageData:
     return data
 
 
-def _corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch.Generator):
+def corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch.Generator):
     """(B, H, W) clean images -> (input spins (B, N, 2a), target pixels (B, N, a), masked tokens (B, N) or None)."""
     target = im.patchify(pixels, patch)
     if task == "masked":
@@ -158,7 +158,7 @@ def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device
     def batches(step: int):
         g = torch.Generator().manual_seed(cfg.seed * 7919 + step)
         idx = torch.randint(0, len(train_pix), (cfg.baseline_batch,), generator=g)
-        inp, target, mask = _corrupt(task, train_pix[idx], cfg.baseline_patch, cfg, g)
+        inp, target, mask = corrupt(task, train_pix[idx], cfg.baseline_patch, cfg, g)
         tau = int(torch.randint(cfg.tau_range[0], cfg.tau_range[1] + 1, (1,), generator=g))
         return inp, target, mask, tau
 
@@ -178,6 +178,21 @@ def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:
     return [float(im.masked_mse(p, target, mask).mean()) for p in pred]
 
 
+def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task: str, steps: int
+               ) -> tuple[list[float], torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Corrupt ``images`` (B, H, W) for ``task`` ("masked" or "denoise"), run the dynamics ``steps`` times.
+
+    Returns the MSE curve (t = 0..steps; masked: on the masked pixels, denoise: on all pixels), the decoded
+    trajectory (steps + 1, B, N, a), the clean target patches and the mask. The corruption is seeded by
+    ``cfg.seed``, so every model sees the same test inputs.
+    """
+    if task not in ("masked", "denoise"):
+        raise ValueError(f"task must be 'masked' or 'denoise', got {task!r}")
+    inp, target, mask = corrupt(task, images, cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+    pix = bare_trajectory(model, inp, steps)
+    return _curve(pix, target, mask), pix, target, mask
+
+
 def run(config: Config | str = "quick") -> Results:
     """Train the bare model (and the baselines), then measure everything the chapter plots."""
     cfg = Config.preset(config) if isinstance(config, str) else config
@@ -194,9 +209,7 @@ def run(config: Config | str = "quick") -> Results:
     side = cfg.image_size
     mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)  # (1, N, a)
     for task in ("masked", "denoise"):
-        inp, target, mask = _corrupt(task, test, cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
-        pix = bare_trajectory(model, inp, cfg.iterations)  # (T+1, B, N, a)
-        curve = _curve(pix, target, mask)
+        curve, pix, target, mask = bare_curve(model, cfg, test, task, cfg.iterations)  # pix: (T+1, B, N, a)
         best = min(range(1, len(curve)), key=curve.__getitem__)
         res.extra[f"bare/{task}/mse"] = curve
         res.final[f"bare/{task}/best_t"] = best
@@ -210,7 +223,8 @@ def run(config: Config | str = "quick") -> Results:
             res.extra["variance/bare"] = im.patch_variances(pix[best], mask).cpu().tolist()
             res.extra["variance/data"] = im.patch_variances(target, mask).cpu().tolist()
             # the long-time state: distance to the mean digit and to the clean input
-            long = bare_trajectory(model, inp[:cfg.n_long], cfg.long_iterations)[-1]
+            inp, _, _ = corrupt(task, test[:cfg.n_long], cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            long = bare_trajectory(model, inp, cfg.long_iterations)[-1]
             res.final["long/mse_to_mean_digit"] = float(((long - mean_patches) ** 2).mean())
             res.final["long/mse_to_input"] = float(((long - target[:cfg.n_long]) ** 2).mean())
             res.extra["long/examples"] = im.unpatchify(long[:k], side, side).cpu().tolist()
@@ -219,7 +233,7 @@ def run(config: Config | str = "quick") -> Results:
             block, bhist = train_block(cfg, data, task, device)
             block.eval()
             res.histories[f"block/{task}"] = bhist
-            inp, target, mask = _corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
             with torch.no_grad():
                 pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
             curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
@@ -232,4 +246,4 @@ def run(config: Config | str = "quick") -> Results:
     return res
 
 
-__all__ = ["Config", "run", "load_data", "train_bare", "train_block", "bare_trajectory"]
+__all__ = ["Config", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory", "bare_curve"]
