@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from energylab._checks import check_dim, check_divides, check_positive, check_tensor
-from energylab.operators import row_blocks
+from energylab.kernels import row_blocks
 
 __all__ = [
     "head_projections",
