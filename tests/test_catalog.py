@@ -90,3 +90,14 @@ def test_verify_bad_input():
         catalog.verify("no_such_form")
     with pytest.raises(ValueError, match="trials"):
         catalog.verify("softmax_free_energy", trials=0)
+
+
+def test_paper_keys_are_in_the_bibliography():
+    import pathlib
+    import re
+
+    bib = pathlib.Path(__file__).resolve().parents[1] / "book" / "references.bib"
+    if not bib.exists():
+        pytest.skip("book/references.bib not present in this checkout")
+    keys = set(re.findall(r"^@\w+\{([^,]+),", bib.read_text(), flags=re.M))
+    assert {f.paper for f in catalog.FORMS.values()} <= keys
