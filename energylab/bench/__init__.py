@@ -12,6 +12,7 @@ from typing import Callable
 
 # section name -> module name inside energylab.bench; each section owner adds one line here
 SECTIONS = {
+    "engine": "engine",  # training loop overhead vs bare PyTorch; seed-ensemble speed-up (issue 4)
 }
 
 
