@@ -12,6 +12,7 @@ from typing import Callable
 
 # section name -> module name inside energylab.bench; each section owner adds one line here
 SECTIONS = {
+    "sudoku": "sudoku",  # generation and solving throughput vs a plain recursive solver
 }
 
 
