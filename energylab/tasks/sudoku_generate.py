@@ -17,7 +17,8 @@ import random
 
 import numpy as np
 
-from energylab.tasks.sudoku_solver import ALL, BOX, CELL_UNITS, COL, DIGIT, ROW, UNITS, _propagate, _search, _solutions
+from energylab.tasks.sudoku_solver import (ALL, BOX, CELL_UNITS, COL, DIGIT, ROW, UNITS, _masks, _propagate, _search,
+                                           _solutions, _unit_masks)
 
 
 def random_grid(rng: random.Random) -> list[int]:
@@ -55,8 +56,7 @@ def _still_unique(given: list[int], c: int, v: int, rows, cols, boxes, prefer: l
                 break
         else:
             return True
-    cand = [1 << (g - 1) if g else ALL & ~(rows[ROW[i]] | cols[COL[i]] | boxes[BOX[i]])
-            for i, g in enumerate(given)]
+    cand = _masks(given, (rows, cols, boxes))
     cand[c] &= ~b
     if not cand[c] or not _propagate(cand, [i for i, m in enumerate(cand) if not given[i] and not m & (m - 1)],
                                      hidden=False):
@@ -64,18 +64,6 @@ def _still_unique(given: list[int], c: int, v: int, rows, cols, boxes, prefer: l
     found: list = []
     _search(cand, 1, found, prefer=prefer, hidden=False)
     return not found
-
-
-def _unit_masks(given: list[int]) -> tuple[list[int], list[int], list[int]]:
-    """Digits present among the givens of each row, column and box (9-bit masks)."""
-    rows, cols, boxes = [0] * 9, [0] * 9, [0] * 9
-    for i, v in enumerate(given):
-        if v:
-            b = 1 << (v - 1)
-            rows[ROW[i]] |= b
-            cols[COL[i]] |= b
-            boxes[BOX[i]] |= b
-    return rows, cols, boxes
 
 
 def _dig_cells(given: list[int], cells: list[int], floor: int, solution: list[int], stop_above: int = 81) -> list[int]:

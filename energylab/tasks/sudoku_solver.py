@@ -70,8 +70,8 @@ def as_board(board, name: str = "board") -> np.ndarray:
     return arr
 
 
-def _masks(flat) -> list[int]:
-    """Candidate masks of a valid flat board (81 ints): givens single bits, blanks what their peers allow."""
+def _unit_masks(flat) -> tuple[list[int], list[int], list[int]]:
+    """Digits present among the givens of each row, column and box (9-bit masks) of a flat board."""
     rows, cols, boxes = [0] * 9, [0] * 9, [0] * 9
     for i, v in enumerate(flat):
         if v:
@@ -79,6 +79,15 @@ def _masks(flat) -> list[int]:
             rows[ROW[i]] |= b
             cols[COL[i]] |= b
             boxes[BOX[i]] |= b
+    return rows, cols, boxes
+
+
+def _masks(flat, units: tuple | None = None) -> list[int]:
+    """Candidate masks of a valid flat board (81 ints): givens single bits, blanks what their peers allow.
+
+    ``units`` = ``_unit_masks(flat)`` when the caller already keeps them.
+    """
+    rows, cols, boxes = units or _unit_masks(flat)
     return [1 << (v - 1) if v else ALL & ~(rows[ROW[i]] | cols[COL[i]] | boxes[BOX[i]])
             for i, v in enumerate(flat)]
 
