@@ -10,8 +10,8 @@ Datasets (see ``shared/papers/NOTES.md``, "Public numbers on Sudoku data"):
 * ``"satnet-like"``: 31–42 givens, the range of SATNet's 10k boards (Wang et al. 2019);
 * ``"rrn-like"``: 22–34 givens. RRN's boards (Palm et al. 2018) have 17–34 givens: Royle's
   17-clue puzzles plus 0–17 givens added back from the solution. Our generator digs holes at random,
-  which reaches 22 givens at about 20 boards/s, 21 at about 1/s and 20 at about 0.3/s on one core,
-  so the default stops at 22: these boards are harder than SATNet's but easier than RRN's low end.
+  which makes boards with 22–26 givens at 20–30 per second, exactly 21 at 1–2/s and 20 at 0.3/s
+  on one core, so the default stops at 22: harder boards than SATNet's, easier than RRN's low end.
   Going lower needs seeds the generator cannot make quickly (a catalogue of 17-clue puzzles, as RRN
   used, with digit/row/column symmetries) or a much longer search; ``generate`` accepts lower
   ranges and says when it gives up.
@@ -122,7 +122,8 @@ def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
     if mask is None:
         mask = torch.ones_like(target, dtype=torch.bool)
     elif mask.shape != target.shape or mask.dtype != torch.bool:
-        raise ValueError(f"mask must be a bool tensor of shape {tuple(target.shape)}, got {mask.dtype} {tuple(mask.shape)}")
+        raise ValueError(f"mask must be a bool tensor of shape {tuple(target.shape)}, "
+                         f"got {mask.dtype} of shape {tuple(mask.shape)}")
     right = (pred == target) | ~mask  # (B, 81): uncounted cells never spoil a board
     counted = mask.sum().clamp(min=1)
     return {"cell": float(((pred == target) & mask).sum() / counted), "board": float(right.all(1).float().mean())}
