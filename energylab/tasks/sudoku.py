@@ -265,14 +265,18 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
             if len(fields) != 2 or any(len(x) != 81 for x in fields):
                 raise ValueError(f"{path}:{line_no}: expected 'puzzle,solution' with 81 digits each")
             q, a = (x.replace(".", "0") for x in fields)
-            if not (q.isdigit() and a.isdigit()):
+            if not (q.isascii() and q.isdigit() and a.isascii() and a.isdigit()):
                 raise ValueError(f"{path}:{line_no}: expected digits 0-9 or '.'")
-            puzzles.append([int(ch) for ch in q])
-            solutions.append([int(ch) for ch in a])
+            puzzles.append(q)
+            solutions.append(a)
     if not puzzles:
         raise ValueError(f"{path}: no boards found")
-    shape = (len(puzzles), 9, 9)
-    return SudokuDataset(np.array(puzzles).reshape(shape), np.array(solutions).reshape(shape))  # (n, 81) -> (n, 9, 9)
+    shape = (len(puzzles), 9, 9)  # (n * 81,) characters -> (n, 9, 9) digits
+
+    def digits(rows):
+        return (np.frombuffer("".join(rows).encode(), dtype=np.uint8) - ord("0")).astype(np.int64).reshape(shape)
+
+    return SudokuDataset(digits(puzzles), digits(solutions))
 
 
 __all__ = ["SudokuSetConfig", "NAMED_SETS", "SudokuDataset", "sudoku_accuracy", "sudoku_puzzles", "sudoku_dataset",
