@@ -60,13 +60,13 @@ def as_board(board, name: str = "board") -> np.ndarray:
     arr = arr.astype(np.int64)
     if arr.min() < 0 or arr.max() > 9:
         raise ValueError(f"{name} values must lie in 0..9 (0 = blank), got range [{arr.min()}, {arr.max()}]")
-    flat = arr.reshape(81)  # (81,) row-major cells
-    for kind, units in (("row", UNITS[:9]), ("column", UNITS[9:18]), ("box", UNITS[18:])):
-        for k, unit in enumerate(units):
-            vals = [int(flat[i]) for i in unit if flat[i]]
-            if len(vals) != len(set(vals)):
-                dup = next(v for v in vals if vals.count(v) > 1)
-                raise ValueError(f"{name} has contradictory givens: digit {dup} repeats in {kind} {k}")
+    seen = {"row": [0] * 9, "column": [0] * 9, "box": [0] * 9}  # digits met so far in each unit
+    for i, v in enumerate(arr.reshape(81).tolist()):  # (81,) row-major cells
+        if v:
+            for kind, k in (("row", ROW[i]), ("column", COL[i]), ("box", BOX[i])):
+                if seen[kind][k] >> v & 1:
+                    raise ValueError(f"{name} has contradictory givens: digit {v} repeats in {kind} {k}")
+                seen[kind][k] |= 1 << v
     return arr
 
 
@@ -98,7 +98,8 @@ def _propagate(cand: list[int], stack: list[int], hidden: bool = True) -> bool:
     ``stack`` holds cells that became single and whose digit must still leave their peers.
     ``hidden=False`` applies naked singles only (cheaper per call, more branching).
     """
-    peers, units, getters, spread, single = PEERS, UNITS, UNIT_GET, SPREAD.__getitem__, SINGLE_SPREAD.__getitem__
+    peers, units, getters, pop = PEERS, UNITS, UNIT_GET, POP.__getitem__
+    spread, single = SPREAD.__getitem__, SINGLE_SPREAD.__getitem__
     while True:
         while stack:
             i = stack.pop()
@@ -112,8 +113,8 @@ def _propagate(cand: list[int], stack: list[int], hidden: bool = True) -> bool:
                     cand[p] = m
                     if not m & (m - 1):
                         stack.append(p)
-        if not hidden:
-            return True
+        if not hidden or sum(map(pop, cand)) == 81:
+            return True  # naked singles only, or every cell is decided
         for u, get in zip(units, getters):  # hidden singles: digits seen exactly once in the unit
             masks = get(cand)
             t = sum(map(spread, masks))  # nibble k counts the cells that still allow digit k+1
