@@ -1,4 +1,5 @@
 """Sudoku task: exact solver, certified generator, cached datasets, metric, public-file loaders, figures."""
+import random
 import warnings
 
 import numpy as np
@@ -7,6 +8,7 @@ import torch
 
 from energylab.bench.sudoku import reference_count
 from energylab.tasks import sudoku as S
+from energylab.tasks.sudoku_generate import _walk_down, dig, random_grid
 from energylab.viz.sudoku import board_figure, givens_figure
 
 # Wikipedia's example puzzle and its published solution.
@@ -85,10 +87,30 @@ def test_contradictory_givens(cells, kind):
 def check_generated(puzzles, solutions, lo, hi):
     assert puzzles.shape == solutions.shape == (len(puzzles), 9, 9)
     for p, s in zip(puzzles, solutions):
-        assert is_grid(s)
+        assert is_grid(s) and np.array_equal(S.solve(p), s)
         assert np.array_equal(p[p > 0], s[p > 0])
         assert lo <= (p > 0).sum() <= hi
         assert reference_count([int(v) for v in p.ravel()]) == 1  # an independent counter
+
+
+def test_dig_prefixes_and_walk_stay_unique():
+    rng = random.Random(11)
+    grid = random_grid(rng)
+    assert is_grid(np.array(grid).reshape(9, 9))
+    removed = dig(grid, rng)
+    for k in (81 - len(removed), 30, 45):  # any prefix of the removals is a unique puzzle
+        puzzle = list(grid)
+        for c in removed[: 81 - k]:
+            puzzle[c] = 0
+        assert sum(v > 0 for v in puzzle) == k and reference_count(puzzle) == 1
+    minimal = [0 if i in removed else v for i, v in enumerate(grid)]
+    for c in range(81):  # minimal: no given can go
+        if minimal[c]:
+            assert reference_count(minimal[:c] + [0] + minimal[c + 1:]) == 2
+    walked = _walk_down(minimal, grid, rng, floor=17, steps=3)
+    assert sum(v > 0 for v in walked) <= sum(v > 0 for v in minimal)
+    assert reference_count(list(walked)) == 1
+    assert all(w in (0, g) for w, g in zip(walked, grid))
 
 
 def test_generate_satnet_range_unique_and_spread():
