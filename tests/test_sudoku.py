@@ -266,12 +266,13 @@ def test_board_figures():
     pred = sol.copy()
     pred[0, 2] = 5 if sol[0, 2] != 5 else 6  # (0, 2) is blank in the puzzle: one mistake
     fig = board_figure(puzzle, torch.as_tensor(pred.ravel()), sol)
-    traces = {t.name: t for t in fig.data}
+    traces = {t.name: t for t in fig.data[1:]}  # data[0]: the cell shading
     assert len(traces["given"].text) == 30 and len(traces["mistake"].text) == 1
     assert len(traces["predicted"].text) == 81 - 30 - 1
-    assert fig.layout.title.text == "1 mistakes on 51 blanks"
+    assert fig.layout.title.text == "1 mistake on 51 blanks"
+    assert np.array(fig.data[0].z)[::-1][0, 2] == 2 and np.array(fig.data[0].z)[::-1][0, 0] == 1
     bare = board_figure(puzzle)
-    assert [t.name for t in bare.data] == ["given"]
+    assert [t.name for t in bare.data[1:]] == ["given"]
     with pytest.raises(ValueError, match="prediction"):
         board_figure(puzzle, np.zeros((8, 9)))
     fig = givens_figure({"a": np.stack([puzzle, sol])})

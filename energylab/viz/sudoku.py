@@ -23,7 +23,7 @@ def _grid(name: str, board, allow_none: bool = False) -> np.ndarray | None:
 
 
 def board_figure(puzzle, prediction=None, solution=None, title: str | None = None, size: int = 360) -> go.Figure:
-    """Draw a board: givens in dark bold, predicted digits in blue, wrong ones in red on a pink cell.
+    """Draw a board: givens dark on grey, predicted digits in blue, wrong ones in red on a pink cell.
 
     puzzle: (9, 9) or (81,) digits, 0 = blank. prediction: digits 1..9 for the cells (givens are
     not redrawn; 0 = no prediction), or None to show the bare puzzle. solution: the true grid; with
@@ -39,12 +39,11 @@ def board_figure(puzzle, prediction=None, solution=None, title: str | None = Non
         wrong = shown & (prediction != solution) if solution is not None else np.zeros_like(shown)
         groups["predicted"] = (shown & ~wrong, prediction, RIGHT)
         groups["mistake"] = (wrong, prediction, WRONG)
-    fig = go.Figure()
-    if prediction is not None and solution is not None and groups["mistake"][0].any():
-        r, c = np.nonzero(groups["mistake"][0])
-        for ri, ci in zip(r.tolist(), c.tolist()):
-            fig.add_shape(type="rect", x0=ci, x1=ci + 1, y0=8 - ri, y1=9 - ri, line_width=0,
-                          fillcolor="rgba(214,39,40,0.18)", layer="below")
+    shade = (puzzle > 0).astype(float)  # cell backgrounds: 0 blank, 1 given, 2 mistake
+    if "mistake" in groups:
+        shade[groups["mistake"][0]] = 2.0
+    fig = go.Figure(go.Heatmap(z=shade[::-1].tolist(), x0=0.5, dx=1, y0=0.5, dy=1, zmin=0, zmax=2, showscale=False,
+                               colorscale=[[0, "#ffffff"], [0.5, "#eeeeee"], [1, "#f6c6c6"]], hoverinfo="skip"))
     for name, (sel, digits, color) in groups.items():
         fig.add_trace(go.Scatter(
             x=(cols[sel] + 0.5).tolist(), y=(8.5 - rows[sel]).tolist(), mode="text", name=name,
@@ -57,7 +56,8 @@ def board_figure(puzzle, prediction=None, solution=None, title: str | None = Non
         fig.add_shape(type="line", x0=0, x1=9, y0=k, y1=k, line={"width": width, "color": "#444"})
     if title is None and prediction is not None and solution is not None:
         blanks = int((puzzle == 0).sum())
-        title = f"{int(groups['mistake'][0].sum())} mistakes on {blanks} blanks"
+        wrong = int(groups["mistake"][0].sum())
+        title = f"{wrong} mistake{'' if wrong == 1 else 's'} on {blanks} blanks"
     fig.update_xaxes(range=[-0.05, 9.05], visible=False, constrain="domain")
     fig.update_yaxes(range=[-0.05, 9.05], visible=False, scaleanchor="x", scaleratio=1)
     fig.update_layout(title=title, width=size + (110 if prediction is not None else 0), height=size + 40,
