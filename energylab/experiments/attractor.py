@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -83,6 +84,15 @@ class Config:
         return dataclasses.replace(base, **overrides)
 
 
+PROFILES = {"quick": Config.preset("quick"), "full": Config.preset("full")}
+COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs; two 100-step baselines)",
+        "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block steps"}
+
+
+def _sub(out_dir: str | None, name: str) -> str | None:
+    return None if out_dir is None else os.path.join(out_dir, name)
+
+
 def load_data(cfg: Config) -> im.ImageData:
     """The configured digits; an unavailable torchvision download falls back to the offline subset."""
     kw = dict(n_train=cfg.n_train, seed=cfg.seed)
@@ -111,7 +121,8 @@ def _steps_per_epoch(n: int, batch: int) -> int:
     return math.ceil(n / batch)
 
 
-def train_bare(cfg: Config, data: im.ImageData, device: torch.device) -> tuple[BareSelfAttention, "History"]:
+def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: str | None = None,
+               resume: bool = False) -> tuple[BareSelfAttention, "History"]:
     """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``."""
     side = cfg.image_size // cfg.patch
     mcfg = AttractorConfig(n_tokens=side * side, patch_pixels=cfg.patch ** 2, dim=cfg.dim, init=cfg.init,
@@ -136,7 +147,8 @@ def train_bare(cfg: Config, data: im.ImageData, device: torch.device) -> tuple[B
                      schedule="step", lr_step=cfg.lr_step_epochs * spe, lr_gamma=cfg.lr_gamma,
                      grad_clip=cfg.grad_clip, log_every=max(1, spe // 4), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_())
+    history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_(), out_dir=out_dir,
+                    resume=resume)
     return model, history
 
 
@@ -147,7 +159,8 @@ def bare_trajectory(model: BareSelfAttention, spins: torch.Tensor, steps: int) -
     return im.spins_to_pixels(model.de_embed(traj.flatten(0, 1))).unflatten(0, (steps + 1, len(spins)))
 
 
-def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device) -> tuple[RecurrentBlock, "History"]:
+def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device, out_dir: str | None = None,
+                resume: bool = False) -> tuple[RecurrentBlock, "History"]:
     """The baseline for one task, trained by backpropagation through tau ~ U{tau_range} repetitions."""
     side = cfg.image_size // cfg.baseline_patch
     torch.manual_seed(cfg.seed)
@@ -170,7 +183,7 @@ def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device
                      warmup_steps=min(100, cfg.baseline_steps // 10), grad_clip=1.0,
                      log_every=max(1, cfg.baseline_steps // 20), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    return model, train(model, loss_fn, batches, tc)
+    return model, train(model, loss_fn, batches, tc, out_dir=out_dir, resume=resume)
 
 
 def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:
@@ -193,13 +206,16 @@ def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task
     return _curve(pix, target, mask), pix, target, mask
 
 
-def run(config: Config | str = "quick") -> Results:
-    """Train the bare model (and the baselines), then measure everything the chapter plots."""
+def run(config: Config | str = "quick", out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train the bare model (and the baselines), then measure everything the chapter plots.
+
+    ``out_dir``: checkpoints go to ``out_dir/bare`` and ``out_dir/block-<task>``; ``resume`` continues them.
+    """
     cfg = Config.preset(config) if isinstance(config, str) else config
     device = choose_device(cfg.device)
     seed_everything(cfg.seed)
     data = load_data(cfg)
-    model, hist = train_bare(cfg, data, device)
+    model, hist = train_bare(cfg, data, device, _sub(out_dir, "bare"), resume)
     model.eval()
     test = data.test[:cfg.n_eval].to(device)
     res = Results("attractor", {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
@@ -230,7 +246,7 @@ def run(config: Config | str = "quick") -> Results:
             res.extra["long/examples"] = im.unpatchify(long[:k], side, side).cpu().tolist()
     if cfg.baseline:
         for task in ("masked", "denoise"):
-            block, bhist = train_block(cfg, data, task, device)
+            block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
             block.eval()
             res.histories[f"block/{task}"] = bhist
             inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
@@ -246,4 +262,4 @@ def run(config: Config | str = "quick") -> Results:
     return res
 
 
-__all__ = ["Config", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory", "bare_curve"]
+__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory", "bare_curve"]
