@@ -25,7 +25,7 @@ from energylab import operators as op
 from energylab._checks import check_positive
 
 __all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
-           "markdown_table", "latex_cell", "text_cell"]
+           "markdown_table", "latex_cell", "text_cell", "error_text", "catalog_markdown", "layers_markdown"]
 
 # Families of the Atlas chapter: title -> the bibtex keys of the papers whose forms it gathers.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -37,17 +37,20 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "Hyper-SET and its alternative energies": ("hu2025hyperset",),
 }
 
-# The trainable layer of each form that has one: (layer class, catalog form it implements).
-LAYERS: tuple[tuple[type, str], ...] = (
-    (modules.MultiHeadAttention, "multihead_free_energy"),
-    (modules.ExpressiveAttention, "expressive_attention"),
-    (modules.MHA2nd1st, "mha2nd1st"),
-    (modules.BiSoftmaxAttention, "hyperset_attention"),
-    (modules.SigmoidAttention, "sigmoid_attention"),
-    (modules.KernelLinearAttention, "kernel_linear_attention"),
-    (modules.ReLUEnergyFeedforward, "hyperset_feedforward"),
-    (modules.SoftmaxEnergyFeedforward, "softmax_feedforward"),
-    (modules.GatedEnergyFeedforward, "gated_feedforward"),
+# The trainable layer of each form that has one: (layer class, catalog form, how the layer relates to the form).
+LAYERS: tuple[tuple[type, str, str], ...] = (
+    (modules.MultiHeadAttention, "multihead_free_energy",
+     "one step of the form on the spheres (Theorem 2), dot-product scores, W_V and W_O learned freely"),
+    (modules.ExpressiveAttention, "expressive_attention",
+     "the same Boltzmann weights p_i; the layer is Σ_i p_i W_V h_i, not the gradient"),
+    (modules.MHA2nd1st, "mha2nd1st",
+     "the form with W_O learned in place of −W_{1,h}ᵀ, dot-product scores, learnable T_h, T'_h"),
+    (modules.BiSoftmaxAttention, "hyperset_attention", "the update at RMS-normalised projections"),
+    (modules.SigmoidAttention, "sigmoid_attention", "the update at RMS-normalised projections"),
+    (modules.KernelLinearAttention, "kernel_linear_attention", "the update at RMS-normalised projections"),
+    (modules.ReLUEnergyFeedforward, "hyperset_feedforward", "the update at RMS-normalised Dᵀx"),
+    (modules.SoftmaxEnergyFeedforward, "softmax_feedforward", "the update at RMS-normalised Dᵀx"),
+    (modules.GatedEnergyFeedforward, "gated_feedforward", "the update at RMS-normalised Dᵀx"),
 )
 
 
@@ -121,14 +124,15 @@ def descent_check(name: str, eta: float = 1e-2, seed: int = 0, n_tokens: int = 7
 
 
 def layer_rows(dim: int = 64, heads: int = 4) -> list[dict]:
-    """One row per layer in :data:`LAYERS`: layer, form, kind, operator, parameters at (dim, heads), causal.
+    """One row per layer in :data:`LAYERS`: layer, form, kind, relation, operator, parameters at (dim, heads),
+    causal.
 
     Attention layers are built as ``cls(dim, heads)``, feedforward layers (no ``heads`` argument) as
     ``cls(dim)`` with their default hidden width. ``causal`` says whether the layer accepts ``causal=True``.
     Layers are built on the meta device: no memory, and the global random generator is left untouched.
     """
     rows = []
-    for cls, name in LAYERS:
+    for cls, name, relation in LAYERS:
         form = _form(name)
         signature = inspect.signature(cls).parameters
         with torch.device("meta"):
@@ -140,7 +144,7 @@ def layer_rows(dim: int = 64, heads: int = 4) -> list[dict]:
                     causal = "yes"
                 except ValueError:
                     causal = "no"
-        rows.append({"layer": cls.__name__, "form": name, "kind": form.kind, "update": form.equation.update,
+        rows.append({"layer": cls.__name__, "form": name, "kind": form.kind, "relation": relation,
                      "operator": f"{form.update.__module__}.{form.update.__name__}",
                      "parameters": sum(p.numel() for p in layer.parameters()), "causal": causal})
     return rows
@@ -168,3 +172,31 @@ def markdown_table(rows: list[dict], columns: dict[str, str]) -> str:
     rule = "|" + "|".join("---" for _ in columns) + "|"
     body = ["| " + " | ".join(str(row[key]) for key in columns) + " |" for row in rows]
     return "\n".join([header, rule, *body])
+
+
+def error_text(row: dict) -> str:
+    """verify's error as printed in the table: one significant digit pair, '(order)' for approx forms."""
+    text = "0" if row["error"] == 0 else f"{row['error']:.1e}"
+    return text + (" (order)" if row["error_kind"] == "order" else "")
+
+
+def _cite(key: str, cite: bool) -> str:
+    return f"{{cite:t}}`{key}`" if cite else text_cell(key)
+
+
+def catalog_markdown(rows: list[dict], cite: bool = True) -> str:
+    """The Atlas table of :func:`form_rows`; ``cite`` writes the paper as a MyST ``{cite:t}`` role (the website)."""
+    cells = [{"form": f"`{r['name']}`", "paper": _cite(r["paper"], cite), "kind": r["kind"],
+              "energy": latex_cell(r["energy"]), "update": latex_cell(r["update"]), "error": error_text(r),
+              "note": text_cell(r["note"])} for r in rows]
+    return markdown_table(cells, {"form": "form", "paper": "paper", "kind": "kind", "energy": "energy $E$",
+                                  "update": "update $u$", "error": "verify error", "note": "what is exact"})
+
+
+def layers_markdown(rows: list[dict]) -> str:
+    """The table of :func:`layer_rows`."""
+    cells = [{**r, "layer": f"`{r['layer']}`", "form": f"`{r['form']}`", "relation": text_cell(r["relation"]),
+              "operator": f"`{r['operator']}`", "parameters": f"{r['parameters']:,}"} for r in rows]
+    return markdown_table(cells, {"layer": "layer (`energylab.modules`)", "form": "catalog form", "kind": "kind",
+                                  "relation": "the layer is", "operator": "operator of the form",
+                                  "parameters": "parameters", "causal": "causal"})

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from energylab import atlas, catalog, modules
+from energylab import operators as op
 from energylab.viz.atlas import verify_errors_figure
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -89,9 +90,9 @@ def test_layer_rows_parameter_counts():
 
 
 def test_every_layer_is_mapped_to_a_form():
-    mapped = {cls.__name__ for cls, _ in atlas.LAYERS}
+    mapped = {cls.__name__ for cls, _, _ in atlas.LAYERS}
     assert mapped == set(modules.__all__)
-    assert all(name in catalog.FORMS for _, name in atlas.LAYERS)
+    assert all(name in catalog.FORMS and relation for _, name, relation in atlas.LAYERS)
 
 
 def test_layer_rows_leave_the_global_generator_alone():
@@ -119,3 +120,22 @@ def test_verify_errors_figure():
         verify_errors_figure(["f"], [0.0, 1.0], ["gradient"])
     with pytest.raises(ValueError, match="kinds"):
         verify_errors_figure(["f"], [0.0], ["other"])
+
+
+def test_chapter_claims_hopfield_and_expressive():
+    # equal-norm patterns, T = 1/beta, W = I: the Hopfield update is the elastic free-energy update
+    g = torch.Generator().manual_seed(1)
+    X = 1.3 * torch.nn.functional.normalize(torch.randn(11, 7, generator=g, dtype=torch.float64), dim=-1)
+    xi = torch.randn(5, 7, generator=g, dtype=torch.float64)
+    hop = op.hopfield_update(xi, X, 0.7)
+    ela = op.softmax_free_energy_update(xi, X, torch.eye(7, dtype=torch.float64), 1 / 0.7)
+    assert (hop - ela).abs().max() < 1e-12
+    # the full retrieval step (eta = 1) lowers the Hopfield energy
+    assert atlas.descent_check("hopfield_retrieval", eta=1.0, seed=2)["change"] < 0
+    # the EA layer is not a descent direction of F_EA: the cosine with -grad F_EA takes both signs
+    _, params = catalog.FORMS["expressive_attention"].sample(7, 5, generator=torch.Generator().manual_seed(0))
+    z = torch.randn(200, 5, generator=g, dtype=torch.float64)
+    layer = op.expressive_attention_step(z, params["H"], params["W"], params["W"]) - z
+    cos = torch.nn.functional.cosine_similarity(
+        layer, op.expressive_free_energy_update(z, params["H"], params["W"], params["T"]), dim=-1)
+    assert cos.min() < -0.1 and cos.max() > 0.1
