@@ -25,7 +25,8 @@ from energylab import operators as op
 from energylab._checks import check_positive
 
 __all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
-           "markdown_table", "latex_cell", "text_cell", "error_text", "catalog_markdown", "layers_markdown"]
+           "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
+           "layers_markdown"]
 
 # Families of the Atlas chapter: title -> the bibtex keys of the papers whose forms it gathers.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -184,19 +185,24 @@ def _cite(key: str, cite: bool) -> str:
     return f"{{cite:t}}`{key}`" if cite else text_cell(key)
 
 
-def catalog_markdown(rows: list[dict], cite: bool = True) -> str:
-    """The Atlas table of :func:`form_rows`; ``cite`` writes the paper as a MyST ``{cite:t}`` role (the website)."""
-    cells = [{"form": f"`{r['name']}`", "paper": _cite(r["paper"], cite), "kind": r["kind"],
-              "energy": latex_cell(r["energy"]), "update": latex_cell(r["update"]), "error": error_text(r),
+def equations_markdown(rows: list[dict]) -> str:
+    """First half of the Atlas table (:func:`form_rows`): form, kind, energy and update as inline math."""
+    cells = [{"form": f"`{r['name']}`", "kind": r["kind"], "energy": latex_cell(r["energy"]),
+              "update": latex_cell(r["update"])} for r in rows]
+    return markdown_table(cells, {"form": "form", "kind": "kind", "energy": "energy $E$", "update": "update $u$"})
+
+
+def checks_markdown(rows: list[dict], cite: bool = True) -> str:
+    """Second half: form, paper (a MyST ``{cite:t}`` role when ``cite``), verify error, and the form's note."""
+    cells = [{"form": f"`{r['name']}`", "paper": _cite(r["paper"], cite), "error": error_text(r),
               "note": text_cell(r["note"])} for r in rows]
-    return markdown_table(cells, {"form": "form", "paper": "paper", "kind": "kind", "energy": "energy $E$",
-                                  "update": "update $u$", "error": "verify error", "note": "what is exact"})
+    return markdown_table(cells, {"form": "form", "paper": "paper", "error": "verify error",
+                                  "note": "what is exact, identified or approximated"})
 
 
 def layers_markdown(rows: list[dict]) -> str:
     """The table of :func:`layer_rows`."""
     cells = [{**r, "layer": f"`{r['layer']}`", "form": f"`{r['form']}`", "relation": text_cell(r["relation"]),
-              "operator": f"`{r['operator']}`", "parameters": f"{r['parameters']:,}"} for r in rows]
-    return markdown_table(cells, {"layer": "layer (`energylab.modules`)", "form": "catalog form", "kind": "kind",
-                                  "relation": "the layer is", "operator": "operator of the form",
-                                  "parameters": "parameters", "causal": "causal"})
+              "parameters": f"{r['parameters']:,}"} for r in rows]
+    return markdown_table(cells, {"layer": "layer", "form": "catalog form", "parameters": "parameters",
+                                  "causal": "causal", "relation": "the layer is"})

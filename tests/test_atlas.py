@@ -139,3 +139,21 @@ def test_chapter_claims_hopfield_and_expressive():
     cos = torch.nn.functional.cosine_similarity(
         layer, op.expressive_free_energy_update(z, params["H"], params["W"], params["T"]), dim=-1)
     assert cos.min() < -0.1 and cos.max() > 0.1
+
+
+def test_both_table_halves_list_every_form(rows):
+    equations = atlas.equations_markdown(rows).splitlines()
+    checks = atlas.checks_markdown(rows).splitlines()
+    assert len(equations) == len(checks) == len(catalog.FORMS) + 2
+    for line_e, line_c, name in zip(equations[2:], checks[2:], catalog.FORMS):
+        assert line_e.startswith(f"| `{name}` |") and line_c.startswith(f"| `{name}` |")
+        assert line_e.count(" | ") == 3 and "$" in line_e  # 4 cells, math inside, no stray pipe
+    assert "{cite:t}`hu2025hyperset`" in atlas.checks_markdown(rows)
+    assert "{cite" not in atlas.checks_markdown(rows, cite=False)
+    assert "(order)" in atlas.checks_markdown(rows)
+
+
+def test_layers_markdown():
+    table = atlas.layers_markdown(atlas.layer_rows(dim=64, heads=4)).splitlines()
+    assert len(table) == len(atlas.LAYERS) + 2
+    assert "| `MHA2nd1st` | `mha2nd1st` | 12,296 | yes |" in table[4]
