@@ -176,8 +176,9 @@ def markdown_table(rows: list[dict], columns: dict[str, str]) -> str:
 
 
 def error_text(row: dict) -> str:
-    """verify's error as printed in the table: one significant digit pair, '(order)' for approx forms."""
-    text = "0" if row["error"] == 0 else f"{row['error']:.1e}"
+    """verify's error as inline math with two significant digits (it does not wrap), '(order)' for approx forms."""
+    mantissa, exponent = f"{row['error']:.1e}".split("e")
+    text = "$0$" if row["error"] == 0 else f"${mantissa}\\cdot 10^{{{int(exponent)}}}$"
     return text + (" (order)" if row["error_kind"] == "order" else "")
 
 

@@ -157,3 +157,9 @@ def test_layers_markdown():
     table = atlas.layers_markdown(atlas.layer_rows(dim=64, heads=4)).splitlines()
     assert len(table) == len(atlas.LAYERS) + 2
     assert "| `MHA2nd1st` | `mha2nd1st` | 12,296 | yes |" in table[4]
+
+
+def test_error_text():
+    assert atlas.error_text({"error": 3.14e-16, "error_kind": "relative"}) == r"$3.1\cdot 10^{-16}$"
+    assert atlas.error_text({"error": 0.0, "error_kind": "relative"}) == "$0$"
+    assert atlas.error_text({"error": 0.0172, "error_kind": "order"}) == r"$1.7\cdot 10^{-2}$ (order)"
