@@ -203,7 +203,7 @@ def checks_markdown(rows: list[dict], cite: bool = True) -> str:
 
 def layers_markdown(rows: list[dict]) -> str:
     """The table of :func:`layer_rows`."""
-    cells = [{**r, "layer": f"`{r['layer']}`", "form": f"`{r['form']}`", "relation": text_cell(r["relation"]),
+    cells = [{**r, "layer": f"`{r['layer']}`", "form": f"`{r['form']}`: {text_cell(r['relation'])}",
               "parameters": f"{r['parameters']:,}"} for r in rows]
-    return markdown_table(cells, {"layer": "layer", "form": "catalog form", "parameters": "parameters",
-                                  "causal": "causal", "relation": "the layer is"})
+    return markdown_table(cells, {"layer": "layer", "parameters": "parameters", "causal": "causal",
+                                  "form": "catalog form it implements, and how"})

@@ -156,7 +156,7 @@ def test_both_table_halves_list_every_form(rows):
 def test_layers_markdown():
     table = atlas.layers_markdown(atlas.layer_rows(dim=64, heads=4)).splitlines()
     assert len(table) == len(atlas.LAYERS) + 2
-    assert "| `MHA2nd1st` | `mha2nd1st` | 12,296 | yes |" in table[4]
+    assert table[4].startswith("| `MHA2nd1st` | 12,296 | yes | `mha2nd1st`: the form with W\\_O learned")
 
 
 def test_error_text():
