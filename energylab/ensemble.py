@@ -124,7 +124,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     prefixed_buffers = {f"model.{k}": v for k, v in buffers.items()}
 
     def member(p, b, batch):
-        return functional_call(wrapper, (p, b), (batch,))
+        return functional_call(wrapper, (p, b), (batch,), tie_weights=False)
 
     # vmap only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
     # gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad)
