@@ -1,6 +1,6 @@
 """Bench section "engine": the training engine against a bare PyTorch loop, and seed ensembles.
 
-Rows (all ratios measured in the same run on the same tiny NT model, N2T5 at N_con = 16, 802 parameters):
+Rows (all ratios of CPU times measured in the same run on the same tiny NT model, N2T5 at N_con = 16, 802 parameters):
 
 - ``engine_overhead``: time per step of :func:`energylab.train.train` over a bare ``zero_grad / backward / step``
   loop with the same model, optimiser and batches (target <= 1.10);
@@ -12,11 +12,11 @@ Rows (all ratios measured in the same run on the same tiny NT model, N2T5 at N_c
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import replace
 
 import torch
 
-from energylab.bench import median_time
 from energylab.ensemble import train_ensemble
 from energylab.models.nt import NTModel, NTModelConfig, accuracy, squared_error
 from energylab.tasks import nt
@@ -39,13 +39,19 @@ def _setup(steps: int):
 
 
 def _interleaved(fns: dict, repeats: int) -> dict:
-    """Median time of each function, alternating calls so that a changing machine load hits all alike."""
+    """Median CPU time of each function, alternating calls.
+
+    Everything here runs on one thread, so the process's CPU time (``time.process_time``) measures the work
+    itself; wall time on a shared machine swings by 2x with other processes' load, which buries a 10% effect.
+    """
     for fn in fns.values():
         fn()  # warm-up (imports, allocator)
     times = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            times[name].append(median_time(fn, repeats=1, warmup=0))
+            t0 = time.process_time()
+            fn()
+            times[name].append(time.process_time() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
