@@ -107,7 +107,8 @@ def eval_set(run: NTRun, n_series: int, n_predict: int, seed: int) -> dict[str, 
 
 
 def evaluate(model: NTModel, data: dict, chunk: int = 4096) -> dict[str, float]:
-    """Accuracy (and loss) per variant and overall on held-out windows, in chunks."""
+    """Accuracy and loss on held-out windows, in chunks: "acc", "loss", plus "acc_NT", "acc_NT-S", ... for a
+    mixture of variants."""
     device = next(model.parameters()).device
     metrics, correct, total = {}, 0.0, 0
     with torch.no_grad():
@@ -120,6 +121,8 @@ def evaluate(model: NTModel, data: dict, chunk: int = 4096) -> dict[str, float]:
                 loss_sum += float(squared_error(out, yb)) * len(yb)
             metrics[f"acc_{variant}"], metrics[f"loss_{variant}"] = acc_sum / len(y), loss_sum / len(y)
             correct, total = correct + acc_sum, total + len(y)
+    if len(data) == 1:  # one variant: plain names
+        metrics = {name.rsplit("_", 1)[0]: value for name, value in metrics.items()}
     metrics["acc"] = correct / total
     return metrics
 
