@@ -20,7 +20,6 @@ from energylab.energies import (
     symmetric_attention_energy,
 )
 from energylab.kernels import (  # noqa: F401 (re-exported)
-    _mask_rows,
     expressive_attention_values,
     newton_first_order_direction,
     ridge_inverse,
