@@ -220,7 +220,7 @@ def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
     sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (S,)
     coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
     for g in grads:
-        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))  # (S, 1, ..., 1) broadcast over each member's tensor
 
 
 def _unstack_into(models, params, buffers) -> None:
