@@ -94,8 +94,11 @@ def test_dot_product_loop_off_the_sphere_lowers_the_bound_but_raises_the_true_en
     assert norms[-1] > 10 * norms[0]  # ... by running away from the sphere
     F = energies.softmax_free_energy(run.states, H, W, 1.0).squeeze(-1)
     assert F[-1] > F[0] + 10  # the elastic F* (the energy the layer was meant to lower) goes up
-    on_sphere = _loop("dot", z[:1], H, W, 1.0, 1.0, steps=40, sphere=True)
-    assert on_sphere.increases() == 0
+    # projected onto the sphere |z| = ρ, the sphere adds curvature ≤ max_i |W h_i| / ρ: η < 2ρ / max_i |W h_i|
+    z0 = z[:1]
+    bound = 2 * float(z0.norm()) / float((H @ W.T).norm(dim=-1).max())
+    assert _loop("dot", z0, H, W, 0.5, 0.9 * bound, steps=60, sphere=True).increases() == 0
+    assert _loop("dot", z0, H, W, 0.5, 3.0 * bound, steps=60, sphere=True).increases() > 0
 
 
 def _linear_bound(H, W, T):

@@ -47,19 +47,25 @@ def landscape_figure(surface: Surface, path: Path, tokens: np.ndarray, temperatu
                                    marker={"size": 3, "color": PALETTE[1]}, line={"color": PALETTE[1], "width": 5},
                                    name=f"descent, η = {eta:g}", visible=k == e0))
     moving = list(range(len(etas) + 2))
+    def scene(xs, ys, F):  # fixed box: a diverging path leaves it instead of flattening the surface
+        return {"xaxis": {"range": [float(xs[0]), float(xs[-1])], "title": "z₁"},
+                "yaxis": {"range": [float(ys[0]), float(ys[-1])], "title": "z₂"},
+                "zaxis": {"range": [round(float(np.min(F)), 4), round(float(np.max(F)), 4)], "title": "F*"}}
+
     t_steps = []
     for T in temperatures:
         xs, ys, F = surface(T)
         paths = [path(T, eta) for eta in etas]
-        t_steps.append({"label": f"{T:g}", "method": "restyle", "args": [{
+        t_steps.append({"label": f"{T:g}", "method": "update", "args": [{
             "x": [_r(xs), _r(tokens[:, 0])] + [_r(p[:, 0]) for p in paths],
             "y": [_r(ys), _r(tokens[:, 1])] + [_r(p[:, 1]) for p in paths],
-            "z": [_r(F), [round(float(np.min(F)), 4)] * len(tokens)] + [_r(p[:, 2]) for p in paths]}, moving]})
+            "z": [_r(F), [round(float(np.min(F)), 4)] * len(tokens)] + [_r(p[:, 2]) for p in paths]},
+            {"scene": scene(xs, ys, F)}, moving]})
     e_steps = [{"label": f"{eta:g}", "method": "restyle",
                 "args": [{"visible": [j == k for j in range(len(etas))]}, list(range(2, len(etas) + 2))]}
                for k, eta in enumerate(etas)]
     fig.update_layout(title=title, height=560, margin={"l": 0, "r": 0, "t": 50, "b": 0},
-                      scene={"xaxis_title": "z₁", "yaxis_title": "z₂", "zaxis_title": "F*"},
+                      scene=scene(*surface(temperatures[t0])),
                       sliders=[{"active": t0, "steps": t_steps, "currentvalue": {"prefix": "T = "},
                                 "pad": {"t": 10}, "y": 0.08, "len": 0.45, "x": 0.0},
                                {"active": e0, "steps": e_steps, "currentvalue": {"prefix": "η = "},
