@@ -144,3 +144,28 @@ def test_algorithm_one_small_rate_learns_large_rate_collapses():
     assert fast.cross_entropy[-1] > math.log(4) - 0.05  # the readout is back at chance
     with pytest.raises(ValueError, match="w_objective"):
         descent.alternating_optimisation(*args, descent.AlternatingConfig(w_objective="x"))
+
+
+def test_landscape_figure_has_two_composable_sliders():
+    from energylab.viz import descent as descent_viz
+
+    tokens = torch.tensor([[-1.0, 0.5], [1.0, 1.0], [0.3, -1.2]])
+    grid = torch.linspace(-2.0, 2.0, 7)
+    Z = torch.stack(torch.meshgrid(grid, grid, indexing="xy"), -1)
+
+    def surface(T):
+        return grid.numpy(), grid.numpy(), energies.softmax_free_energy(Z, tokens, torch.eye(2), T).numpy()
+
+    def path(T, eta):
+        r = descent.descend(lambda x: operators.softmax_free_energy_update(x, tokens, torch.eye(2), T),
+                            lambda x: energies.softmax_free_energy(x, tokens, torch.eye(2), T),
+                            torch.tensor([1.9, -1.9]), eta, 4)
+        return torch.cat([r.states, r.energies[:, None]], -1).numpy()
+
+    fig = descent_viz.landscape_figure(surface, path, tokens.numpy(), [0.2, 1.0, 3.0], [0.5, 1.0])
+    assert len(fig.data) == 2 + 2 and [t.visible for t in fig.data[2:]] == [True, False]
+    t_slider, e_slider = fig.layout.sliders
+    assert len(t_slider.steps) == 3 and len(e_slider.steps) == 2
+    assert list(t_slider.steps[0].args[2]) == [0, 1, 2, 3] and list(e_slider.steps[0].args[1]) == [2, 3]
+    # the T slider swaps the surface: its first step carries F* at T = 0.2
+    assert t_slider.steps[0].args[0]["z"][0][3][3] == round(float(surface(0.2)[2][3, 3]), 4)

@@ -100,3 +100,14 @@ def test_experiment_validates():
         hp.corrupt(torch.zeros(2, 28, 28), hp.Config(corruption="blur"), torch.Generator())
     with pytest.raises(ValueError, match="n_patterns"):
         hp.run(hp.Config(n_patterns=(10**6,)))
+
+
+def test_figures(quick):
+    from energylab.viz import hopfield as hopfield_viz
+
+    r = quick
+    fig = hopfield_viz.retrieval_figure(r.config.n_patterns, r.config.betas, r.accuracy, r.predicted)
+    assert len(fig.data) == 2 * len(r.config.betas) and len(fig.layout.sliders[0].steps) == 1 + len(r.config.betas)
+    assert list(fig.data[-2].y) == [round(float(v), 4) for v in r.accuracy[:, -1]]
+    fig = hopfield_viz.metastable_figure(r.config.n_patterns, r.config.betas, r.participation, r.own_class_weight)
+    assert len(fig.data) == 2
