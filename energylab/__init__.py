@@ -15,7 +15,7 @@ import importlib
 from energylab import catalog, energies, hyperspherical, modules, operators
 from energylab._setup import choose_device, seed_everything, setup_notebook
 
-_LAZY = {"atlas", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
+_LAZY = {"atlas", "descent", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
 
 
 def __getattr__(name):
