@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sys
+import tempfile
 import time
 
 os.environ["OMP_NUM_THREADS"] = "1"
@@ -24,8 +25,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def execute(path: pathlib.Path) -> float:
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    # IPC transport: with several kernels on one machine, TCP kernels were seen to hang at start-up
-    km = KernelManager(kernel_name="python3", transport="ipc")
+    # IPC transport: with several kernels on one machine, TCP kernels were seen to hang at start-up. The socket
+    # path must be absolute, since the kernel runs in the notebook's folder and the client here.
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(tempfile.mkdtemp(), "kernel"))
     client = nbclient.NotebookClient(nb, km=km, timeout=1800, store_widget_state=True,
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
