@@ -13,7 +13,7 @@ are imported on first attribute access.
 import importlib
 
 from energylab import catalog, energies, hyperspherical, modules, operators
-from energylab._setup import choose_device, seed_everything, setup_notebook
+from energylab._setup import choose_device, format_error, seed_everything, setup_notebook
 
 _LAZY = {"atlas", "descent", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
 
@@ -25,5 +25,5 @@ def __getattr__(name):
 
 
 __all__ = ["catalog", "energies", "hyperspherical", "modules", "operators",
-           "choose_device", "seed_everything", "setup_notebook", *sorted(_LAZY)]
+           "choose_device", "format_error", "seed_everything", "setup_notebook", *sorted(_LAZY)]
 __version__ = "0.1.0"

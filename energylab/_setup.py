@@ -59,3 +59,18 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1) -> tor
 
     viz.use_book_renderer()
     return choose_device(device)
+
+
+ROUND_OFF_FLOOR = 1e-12  # float64 identities in the book land at 1e-16..1e-14; anything below this is round-off
+
+
+def format_error(err: float, floor: float = ROUND_OFF_FLOOR) -> str:
+    """An error for printing in the book: ``"< 1e-12"`` at round-off level, else two significant digits.
+
+    Round-off digits change whenever a library function sums in a different order, so committed notebook
+    outputs state only that they are below ``floor`` (the tests assert the actual tolerances).
+    """
+    err = float(err)
+    if err != err:  # NaN must never be hidden behind the floor
+        return "nan"
+    return f"< {floor:.0e}" if abs(err) < floor else f"{err:.1e}"

@@ -15,6 +15,7 @@ chapter of the book cannot drift from the library: a new form shows up in the ta
 from __future__ import annotations
 
 import inspect
+import math
 import pathlib
 import re
 
@@ -23,6 +24,7 @@ import torch
 from energylab import catalog, modules
 from energylab import operators as op
 from energylab._checks import check_positive
+from energylab._setup import ROUND_OFF_FLOOR
 
 __all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
@@ -177,8 +179,11 @@ def markdown_table(rows: list[dict], columns: dict[str, str]) -> str:
 
 def error_text(row: dict) -> str:
     """verify's error as inline math with two significant digits (it does not wrap), '(order)' for approx forms."""
-    mantissa, exponent = f"{row['error']:.1e}".split("e")
-    text = "$0$" if row["error"] == 0 else f"${mantissa}\\cdot 10^{{{int(exponent)}}}$"
+    if row["error"] < ROUND_OFF_FLOOR:  # round-off digits vary with summation order: state the bound only
+        text = f"$<10^{{{round(math.log10(ROUND_OFF_FLOOR))}}}$"
+    else:
+        mantissa, exponent = f"{row['error']:.1e}".split("e")
+        text = f"${mantissa}\\cdot 10^{{{int(exponent)}}}$"
     return text + (" (order)" if row["error_kind"] == "order" else "")
 
 

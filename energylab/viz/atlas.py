@@ -5,17 +5,19 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
+from energylab._setup import format_error
 from energylab.viz import PALETTE
 
 _KIND_COLOR = {"gradient": PALETTE[0], "newton": PALETTE[2], "approx": PALETTE[1]}
 
 
 def verify_errors_figure(names: Sequence[str], errors: Sequence[float], kinds: Sequence[str],
-                         floor: float = 1e-18, exact_tol: float = 1e-10, order_tol: float = 0.05) -> go.Figure:
+                         floor: float = 1e-12, exact_tol: float = 1e-10, order_tol: float = 0.05) -> go.Figure:
     """Bars of ``catalog.verify`` errors per form (log y), coloured by kind, with the two test tolerances.
 
     gradient/newton forms report ‖update − autograd‖/‖autograd‖; approx forms report |fitted order − order|/order,
-    a different quantity, drawn in its own colour. An error of exactly 0 is drawn at ``floor`` (hover says 0).
+    a different quantity, drawn in its own colour. Errors below ``floor`` (round-off, whose digits
+    change with summation order) are drawn at ``floor`` and labelled as below it, so the figure is reproducible.
     """
     if not (len(names) == len(errors) == len(kinds)):
         raise ValueError(f"names, errors and kinds must have one entry per form, got lengths "
@@ -31,7 +33,7 @@ def verify_errors_figure(names: Sequence[str], errors: Sequence[float], kinds: S
         label = "approx: error of the fitted order" if kind == "approx" else f"{kind}: relative error"
         fig.add_trace(go.Bar(
             x=[n for n, _ in picked], y=[max(e, floor) for _, e in picked], name=label, marker_color=color,
-            customdata=[f"{e:.2e}" for _, e in picked],
+            customdata=[format_error(e, floor) for _, e in picked],
             hovertemplate="%{x}<br>error = %{customdata}<extra></extra>"))
     for y, text, color in [(exact_tol, f"exact forms: test bound {exact_tol:.0e}", PALETTE[0]),
                            (order_tol, f"approx forms: test bound {order_tol:g}", PALETTE[1])]:
@@ -41,5 +43,5 @@ def verify_errors_figure(names: Sequence[str], errors: Sequence[float], kinds: S
                       xaxis={"categoryorder": "array", "categoryarray": list(names), "tickangle": -40},
                       yaxis_title="max error (log scale)", legend={"orientation": "h", "y": 1.08, "x": 0},
                       margin={"l": 60, "r": 20, "t": 80, "b": 140}, barmode="overlay")
-    fig.update_yaxes(type="log", range=[-18, 0], exponentformat="power")
+    fig.update_yaxes(type="log", range=[-13, 0], exponentformat="power")
     return fig
