@@ -11,16 +11,14 @@
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import torch
 
-from energylab import energies as en
 from energylab import operators as op
 
-__all__ = ["Equation", "AttentionForm", "FORMS", "verify", "reference_update"]
+__all__ = ["Equation", "AttentionForm", "FORMS", "register", "verify", "reference_update", "approx_slope"]
 
 
 class Equation(NamedTuple):
@@ -48,83 +46,20 @@ class AttentionForm:
     shrink: Callable[[dict, float], dict] | None = None  # approx only: params with the correction scaled by s
 
 
-# ----------------------------------------------------------------------------- sampling helpers
-def _randn(generator, dtype, *shape) -> torch.Tensor:
-    return torch.randn(*shape, generator=generator, dtype=dtype)
-
-
-def _unit_rows(generator, dtype, *shape) -> torch.Tensor:
-    x = _randn(generator, dtype, *shape)
-    return x / x.norm(dim=-1, keepdim=True)
-
-
-def _well_conditioned(generator, dtype, dim: int, spread: float = 0.3) -> torch.Tensor:
-    """A random (dim, dim) matrix I + spread·G/√dim (invertible with high probability, condition ~ 2)."""
-    return torch.eye(dim, dtype=dtype) + spread * _randn(generator, dtype, dim, dim) / math.sqrt(dim)
-
-
-def _temperature(generator, dtype) -> float:
-    return float(0.5 + torch.rand((), generator=generator, dtype=dtype))  # T in [0.5, 1.5)
-
-
-def sample_sphere_tokens(n_tokens: int, dim: int, generator=None, dtype=torch.float64, rho: float = 1.5):
-    """z and tokens with ‖z‖ = ‖W h_i‖ = ρ for all i (the hypothesis of paper 000, Theorem 1).
-
-    Returns (z (3, d), {"H": (N, d), "W": (d, d), "T": float}); three queries exercise batching.
-    """
-    W = _well_conditioned(generator, dtype, dim)
-    targets = rho * _unit_rows(generator, dtype, n_tokens, dim)  # the W h_i, on the sphere
-    H = torch.linalg.solve(W, targets.T).T  # h_i = W⁻¹ (ρ u_i)
-    z = rho * _unit_rows(generator, dtype, 3, dim)
-    return z, {"H": H, "W": W, "T": _temperature(generator, dtype)}
-
-
-def _sample_free(n_tokens: int, dim: int, generator=None, dtype=torch.float64):
-    """Unconstrained z (3, d), H (N, d), W (d, d), T."""
-    W = _well_conditioned(generator, dtype, dim)
-    H = _randn(generator, dtype, n_tokens, dim)
-    z = _randn(generator, dtype, 3, dim)
-    return z, {"H": H, "W": W, "T": _temperature(generator, dtype)}
-
-
-# ----------------------------------------------------------------------------- the forms
+# ----------------------------------------------------------------------------- the registry
 FORMS: dict[str, AttentionForm] = {}
 
 
-def _register(form: AttentionForm) -> None:
-    assert form.name not in FORMS, form.name
-    assert form.kind in ("gradient", "newton", "approx"), form.kind
+def register(form: AttentionForm) -> AttentionForm:
+    """Add a form to FORMS (names are unique; kind and approx fields are checked)."""
+    if form.name in FORMS:
+        raise ValueError(f"form {form.name!r} is already registered")
+    if form.kind not in ("gradient", "newton", "approx"):
+        raise ValueError(f"kind must be 'gradient', 'newton' or 'approx', got {form.kind!r}")
+    if form.kind == "approx" and (form.reference is None or form.order is None or form.shrink is None):
+        raise ValueError(f"approx form {form.name!r} needs reference, order and shrink")
     FORMS[form.name] = form
-
-
-_register(AttentionForm(
-    name="softmax_free_energy",
-    paper="energy_principle",
-    equation=Equation(
-        energy=r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
-        update=r"-\nabla_z F^* = \bar h - z,\quad \bar h = \sum_i p_i W h_i",
-    ),
-    kind="gradient",
-    energy=lambda z, H, W, T: en.softmax_free_energy(z, H, W, T).sum(),
-    update=op.softmax_free_energy_update,
-    sample=sample_sphere_tokens,
-    note="Exact gradient. On the sphere ‖z‖ = ‖W h_i‖ = ρ, F* = F̃* + ρ², so one step is softmax attention "
-    "(Theorem 1, with W_V = ηW; the paper's ηT comes from a dropped 1/T).",
-))
-
-_register(AttentionForm(
-    name="dot_product_free_energy",
-    paper="energy_principle",
-    equation=Equation(
-        energy=r"\tilde F^* = -T\log\sum_i e^{z^\top W h_i/T}",
-        update=r"-\nabla_z \tilde F^* = \sum_i \mathrm{softmax}_i(z^\top W h_i/T)\, W h_i",
-    ),
-    kind="gradient",
-    energy=lambda z, H, W, T: en.dot_product_free_energy(z, H, W, T).sum(),
-    update=op.dot_product_free_energy_update,
-    sample=_sample_free,
-    note="Exact gradient for any z; attention (eq. 1) is z + η·update with W_QᵀW_K = W, W_V = ηW.",
-))
+    return form
 
 
 # ----------------------------------------------------------------------------- verification
@@ -154,7 +89,7 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(torch.finfo(b.dtype).tiny))
 
 
-def approx_slope(form: AttentionForm, x: torch.Tensor, params: dict, scales=(0.2, 0.1, 0.05, 0.025)) -> float:
+def approx_slope(form: AttentionForm, x: torch.Tensor, params: dict, scales=(1e-3, 5e-4, 2.5e-4, 1.25e-4)) -> float:
     """Fitted log-log slope of the relative error of ``form`` against its exact ``reference`` as s shrinks."""
     exact = FORMS[form.reference]
     errs = []
@@ -188,3 +123,8 @@ def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
             err = _relative_error(form.update(x, **params), reference_update(form, x, params))
         worst = max(worst, err)
     return worst
+
+
+# The forms register themselves on import (kept in their own module to keep this one short).
+from energylab import catalog_forms as _catalog_forms  # noqa: E402,F401
+from energylab.catalog_forms import sample_sphere_tokens  # noqa: E402,F401

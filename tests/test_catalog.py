@@ -1,4 +1,6 @@
 """Every catalog form: operator = autograd (gradient / newton), stated order (approx), descent, sphere steps."""
+import dataclasses
+
 import pytest
 import torch
 
@@ -8,15 +10,25 @@ from energylab import operators as op
 GRADIENT = [n for n, f in catalog.FORMS.items() if f.kind == "gradient"]
 NEWTON = [n for n, f in catalog.FORMS.items() if f.kind == "newton"]
 APPROX = [n for n, f in catalog.FORMS.items() if f.kind == "approx"]
-SIZES = [(7, 5), (11, 3), (5, 13)]  # (n_tokens, dim), distinct primes
+SIZES = [(7, 5), (11, 3), (5, 13), (7, 15)]  # (n_tokens, dim); dim 15 gives 3 heads of size 5
 
 
 def _gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
+REQUIRED = [
+    "softmax_free_energy", "dot_product_free_energy", "linear_attention", "multihead_free_energy", "att2nd",
+    "att2nd1st", "mha2nd1st", "hopfield_retrieval", "expressive_attention", "local_self_attention",
+    "sphere_interaction", "symmetric_self_attention", "hyperset_attention", "hyperset_feedforward",
+    "sigmoid_attention", "kernel_linear_attention", "softmax_feedforward", "gated_feedforward",
+]
+
+
 def test_required_forms_are_registered():
-    for name in ["softmax_free_energy", "dot_product_free_energy"]:
+    assert catalog.FORMS["att2nd"].kind == "newton"
+    assert catalog.FORMS["att2nd1st"].kind == "approx" and catalog.FORMS["mha2nd1st"].kind == "approx"
+    for name in REQUIRED:
         form = catalog.FORMS[name]
         assert form.name == name and form.paper and form.equation.energy and form.equation.update
 
@@ -39,8 +51,17 @@ def test_newton_forms_match_hessian_solve(name, n_tokens, dim):
 def test_approx_forms_have_their_stated_order(name):
     form = catalog.FORMS[name]
     assert form.reference in catalog.FORMS and form.order >= 1
-    err = catalog.verify(name, trials=3, generator=_gen(3))
-    assert err < 0.1, f"{name}: fitted order off by {err:.3g} relative to {form.order}"
+    for n_tokens, dim in SIZES:
+        err = catalog.verify(name, trials=3, generator=_gen(dim), n_tokens=n_tokens, dim=dim)
+        assert err < 0.05, f"{name}: fitted order off by {err:.3g} relative to {form.order}"
+
+
+def test_order_fit_detects_a_first_order_approximation():
+    # plain gradient descent −∇F* approximates the Newton direction only to first order in the correction
+    fake = dataclasses.replace(catalog.FORMS["att2nd1st"], name="gd_as_newton", update=op.softmax_free_energy_update)
+    x, params = fake.sample(7, 5, generator=_gen(0))
+    assert abs(catalog.approx_slope(fake, x, params) - 1.0) < 0.05
+    assert abs(catalog.approx_slope(catalog.FORMS["att2nd1st"], x, params) - 2.0) < 0.05
 
 
 @pytest.mark.parametrize("name", GRADIENT)
