@@ -2,7 +2,7 @@
 
     python scripts/smoke_site.py [--screenshots DIR]
 
-For each chapter page (and the landing page) it serves _build/html on 127.0.0.1, drives Chromium over the
+For each page of the book and every chapter it serves _build/html on 127.0.0.1, drives Chromium over the
 DevTools protocol and fails if:
 - the page throws an exception or logs a console error;
 - the page requests anything from a host other than 127.0.0.1 (the site must work offline);
@@ -72,15 +72,22 @@ class CDP:
                 return reply.get("result", {})
             self.events.append(reply)
 
-    def pump(self, seconds: float) -> None:
+    def pump(self, seconds: float, until: str | None = None) -> bool:
+        """Collect events for up to ``seconds``; return early (True) once an event named ``until`` arrives."""
         end = time.time() + seconds
         self.ws.settimeout(0.2)
-        while time.time() < end:
-            try:
-                self.events.append(json.loads(self.ws.recv()))
-            except websocket.WebSocketTimeoutException:
-                pass
-        self.ws.settimeout(60)
+        try:
+            while time.time() < end:
+                try:
+                    event = json.loads(self.ws.recv())
+                except websocket.WebSocketTimeoutException:
+                    continue
+                self.events.append(event)
+                if until and event.get("method") == until:
+                    return True
+            return False
+        finally:
+            self.ws.settimeout(60)
 
 
 def serve(directory: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, int]:
@@ -114,15 +121,41 @@ def start_chromium(profile_dir: str) -> tuple[subprocess.Popen, str]:
     sys.exit("smoke_site: Chromium did not start")
 
 
-def check_page(cdp: CDP, url: str, screenshot: pathlib.Path | None) -> list[str]:
+def expected_content(html_file: pathlib.Path) -> dict:
+    """What the static HTML promises: math elements, plotly figure divs, saved widget views."""
+    html = html_file.read_text(encoding="utf-8")
+    return {"math": len(re.findall(r'class="math notranslate', html)),
+            "figures": len(re.findall(r'<div id="fig-[0-9a-f]{12}"', html)),
+            "widget_views": html.count('type="application/vnd.jupyter.widget-view+json"')}
+
+
+def rendered(result: dict, expected: dict) -> bool:
+    return (result["math"] >= expected["math"] and (not expected["math"] or (result["typeset"] and not result["raw_math"]))
+            and result["figures"] >= expected["figures"] and not result["undrawn"]
+            and (not expected["widget_views"] or result["widgets_rendered"] > 0))
+
+
+def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
+               timeout: float = 90.0) -> list[str]:
     target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
     session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     for domain in ("Page", "Network", "Runtime", "Log"):
         cdp.send(f"{domain}.enable", session)
     cdp.events.clear()
     cdp.send("Page.navigate", session, url=url)
-    cdp.pump(8.0)  # page load, MathJax typesetting, plotly drawing, widget rendering
     problems = []
+    if not cdp.pump(timeout, until="Page.loadEventFired"):
+        problems.append(f"page did not finish loading in {timeout:.0f} s")
+    # then wait (polling) until MathJax has typeset, plotly has drawn and widgets have rendered, or time runs out
+    expected = expected_content(html_file)
+    deadline = time.time() + timeout
+    while True:
+        result = json.loads(cdp.send("Runtime.evaluate", session, expression=CHECK_JS, returnByValue=True)
+                            ["result"]["value"])
+        if rendered(result, expected) or time.time() > deadline:
+            break
+        cdp.pump(0.5)
+    cdp.pump(1.0)  # late console errors
     for ev in cdp.events:
         if ev.get("sessionId") != session:
             continue
@@ -141,14 +174,15 @@ def check_page(cdp: CDP, url: str, screenshot: pathlib.Path | None) -> list[str]
                                                          for a in params.get("args", [])))
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
             problems.append(f"browser error: {params['entry'].get('text')} {params['entry'].get('url', '')}")
-    result = json.loads(cdp.send("Runtime.evaluate", session, expression=CHECK_JS, returnByValue=True)
-                        ["result"]["value"])
-    if result["math"] and (result["raw_math"] or not result["typeset"]):
+    if result["math"] < expected["math"]:
+        problems.append(f"page incomplete: {result['math']} of {expected['math']} math elements in the DOM")
+    if expected["math"] and (result["raw_math"] or not result["typeset"]):
         problems.append(f"MathJax: {result['raw_math']} of {result['math']} math elements not typeset")
-    if result["undrawn"]:
-        problems.append(f"plotly: figures not drawn: {result['undrawn']}")
-    if result["widget_views"] and not result["widgets_rendered"]:
-        problems.append(f"widgets: {result['widget_views']} saved views, none rendered")
+    if result["figures"] < expected["figures"] or result["undrawn"]:
+        problems.append(f"plotly: {expected['figures']} figures expected, {result['figures']} found, "
+                        f"not drawn: {result['undrawn']}")
+    if expected["widget_views"] and not result["widgets_rendered"]:
+        problems.append(f"widgets: {expected['widget_views']} saved views, none rendered")
     if screenshot is not None:
         metrics = cdp.send("Page.getLayoutMetrics", session)["cssContentSize"]
         clip = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 16000), "scale": 0.5}
@@ -166,7 +200,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not (SITE / "index.html").exists():
         sys.exit("smoke_site: no site at _build/html; build it first (python scripts/build_book.py)")
-    pages = ["index.html"] + sorted(str(p.relative_to(SITE)) for p in (SITE / "notebooks").glob("*.html"))
+    # index.html only redirects to book/intro.html; check the real pages: the book's own and every chapter
+    pages = sorted(str(p.relative_to(SITE)) for d in ("book", "notebooks") for p in (SITE / d).glob("*.html"))
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     server, port = serve(SITE)
@@ -177,7 +212,7 @@ def main(argv=None) -> int:
             cdp = CDP(ws_url)
             for page in pages:
                 shot = args.screenshots / (pathlib.Path(page).stem + ".png") if args.screenshots else None
-                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", shot)
+                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", SITE / page, shot)
                 if problems:
                     failures[page] = problems
         finally:

@@ -6,7 +6,15 @@ import torch
 
 from energylab import energies, operators
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """Identities are checked in float64; restore the default afterwards so other test modules are unaffected."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def _instance(seed, n_tokens=11, dim=7):
