@@ -2,8 +2,9 @@
 
 The papers average their curves over 5-16 seeds. For a small model one optimiser step costs mostly Python and
 kernel-launch overhead, so S sequential runs waste S times that overhead. Here the S models' parameters are
-stacked along a new leading dimension (``torch.func.stack_module_state``) and one ``torch.func.vmap`` of
-``grad_and_value`` of the loss computes all S gradients in one pass:
+stacked along a new leading dimension (``torch.func.stack_module_state``), ``torch.func.vmap`` runs the S
+forward passes as one batched computation, and one backward pass of Σ_s L_s gives every member its own gradient
+(members share no parameters):
 
     θ_s ← OptStep(θ_s, ∇_θ L(θ_s; batch_s)),   s = 1..S,
 
@@ -23,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value, stack_module_state, vmap
+from torch.func import functional_call, stack_module_state, vmap
 
 from energylab._setup import choose_device, seed_everything
 from energylab.train import (CHECKPOINT, History, TrainConfig, TrainingDiverged, _evaluate, _progress, _to_device,
@@ -125,7 +126,9 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     def member(p, b, batch):
         return functional_call(wrapper, (p, b), (batch,))
 
-    grads_of = vmap(grad_and_value(member, has_aux=True), in_dims=(0, 0, 0), randomness="different")
+    # vmap only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
+    # gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad)
+    forward = vmap(member, in_dims=(0, 0, 0), randomness="different")
     optimizer = make_optimizer(list(params.values()), config)
     histories, windows, start = [History() for _ in seeds], [{} for _ in seeds], 0
     ckpt = out_dir is not None and os.path.exists(os.path.join(out_dir, CHECKPOINT))
@@ -154,7 +157,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     for step in range(start, config.steps):
         batch = _stack([_to_device(batches(step, s), device) for s in seeds])
         try:
-            grads, (loss, metrics) = grads_of(prefixed, prefixed_buffers, batch)
+            loss, metrics = forward(prefixed, prefixed_buffers, batch)  # loss: (S,)
         except Exception as err:  # noqa: BLE001 - any failure inside vmap means: not vmappable
             if step == start:
                 raise _NotVmappable() from err
@@ -163,10 +166,10 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
         bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
         if bad:
             raise TrainingDiverged(f"loss is not finite at step {step} (0-based) for seeds {bad}", step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
         if config.grad_clip is not None:
-            _clip_per_member(grads, config.grad_clip)
-        for name, p in prefixed.items():
-            p.grad = grads[name]
+            _clip_per_member([p.grad for p in params.values()], config.grad_clip)
         for group in optimizer.param_groups:
             group["lr"] = config.lr * schedule(step)
         optimizer.step()
@@ -212,11 +215,11 @@ def _stack(batches: list):
     raise TypeError(f"ensemble batches must be tensors or tuples/lists/dicts of tensors, got {type(first).__name__}")
 
 
-def _clip_per_member(grads: dict[str, torch.Tensor], max_norm: float) -> None:
+def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
     """Scale each member's gradients by min(1, max_norm / ‖g_s‖), as clip_grad_norm_ does per model."""
-    sq = sum(g.flatten(1).pow(2).sum(1) for g in grads.values())  # (S,)
+    sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (S,)
     coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
-    for g in grads.values():
+    for g in grads:
         g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
 
 

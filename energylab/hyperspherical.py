@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from energylab._checks import check_dim, check_divides, check_positive, check_tensor
+from energylab.kernels import row_blocks
 
 __all__ = [
     "head_projections",
@@ -121,8 +122,13 @@ def hyperset_attention_update(X, W, heads: int, beta, rms: bool = False, eps: fl
     if validate:
         check_positive("beta", beta)
     Z = _projections(X, W, heads, rms, eps, validate)
-    A = torch.softmax(beta * Z @ Z.transpose(-1, -2), dim=-1)  # (..., H, N, N)
-    return -_merge_heads((A + A.transpose(-1, -2)) @ Z, W)
+    Z_t = Z.transpose(-1, -2)
+    rows_out, cols_out = [], 0
+    for rows in row_blocks(Z.shape[-2], Z.shape[-2], Z[..., 0, 0].numel()):  # cache-sized blocks of rows i
+        A = torch.softmax(beta * Z[..., rows, :] @ Z_t, dim=-1)  # (..., H, n, N): rows of softmax_row
+        rows_out.append(A @ Z)  # Σ_j A_ij z_j for i in the block
+        cols_out = cols_out + A.transpose(-1, -2) @ Z[..., rows, :]  # Σ_i A_ik z_i, summed over blocks
+    return -_merge_heads(torch.cat(rows_out, dim=-2) + cols_out, W)
 
 
 def sigmoid_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0,
@@ -131,8 +137,12 @@ def sigmoid_attention_update(X, W, heads: int, beta, rms: bool = False, eps: flo
     if validate:
         check_positive("beta", beta)
     Z = _projections(X, W, heads, rms, eps, validate)
-    s = torch.sigmoid(beta * Z @ Z.transpose(-1, -2))
-    return -_merge_heads((s * (1 - s)) @ Z, W)
+    Z_t = Z.transpose(-1, -2)
+    out = []
+    for rows in row_blocks(Z.shape[-2], Z.shape[-2], Z[..., 0, 0].numel()):  # cache-sized blocks of rows
+        s = torch.sigmoid(beta * Z[..., rows, :] @ Z_t)  # (..., H, n, N)
+        out.append((s * (1 - s)) @ Z)
+    return -_merge_heads(torch.cat(out, dim=-2), W)
 
 
 def kernel_linear_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0,

@@ -16,7 +16,9 @@ from torch import nn
 
 from energylab import hyperspherical as hs
 from energylab._checks import check_dim, check_divides, check_positive, check_tensor
-from energylab.operators import _dot_product_weights, _expressive_weights, newton_first_order_direction
+from energylab.kernels import _mask_rows, expressive_attention_values, newton_first_order_direction, ridge_inverse
+from energylab.kernels import row_blocks
+from energylab.operators import _dot_product_weights
 
 __all__ = [
     "MultiHeadAttention",
@@ -97,9 +99,9 @@ class ExpressiveAttention(_QKVAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
-        scores = (q * self.scale) @ k.transpose(-1, -2)  # (B, H, N, N)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
-        return self.out(_merge_heads(_expressive_weights(scores, mask) @ v))
+        y = expressive_attention_values(q * self.scale, k, v, mask)  # (B, H, N, d_h), scores (B, H, N, N) inside
+        return self.out(_merge_heads(y))
 
 
 class MHA2nd1st(nn.Module):
@@ -133,10 +135,15 @@ class MHA2nd1st(nn.Module):
         T = self.log_temperature.exp().to(x.dtype).view(-1, 1, 1)  # (H, 1, 1)
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
-        weights = _dot_product_weights(q @ k.transpose(-1, -2) / T, mask)  # (B, H, N, N)
         W_q = self.query.weight.unflatten(0, (self.heads, -1))  # (H, d_h, d): W_{Q,h}
         G = W_q @ W_q.transpose(-1, -2)  # (H, d_h, d_h)
-        direction = newton_first_order_direction(q, k, weights, G, T_b, self.ridge)  # (B, H, N, d_h)
+        G_inv = ridge_inverse(G, self.ridge)
+        k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
+        blocks = []
+        for rows in row_blocks(q.shape[-2], k.shape[-2], q.shape[0] * q.shape[1]):  # cache-sized query blocks
+            weights = _dot_product_weights(q[..., rows, :] @ k_t / T, _mask_rows(mask, rows))  # (B, H, n, N)
+            blocks.append(newton_first_order_direction(q[..., rows, :], k, weights, G, T_b, self.ridge, G_inv))
+        direction = torch.cat(blocks, dim=-2)  # (B, H, N, d_h)
         return self.out(_merge_heads(direction))
 
 

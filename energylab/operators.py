@@ -19,10 +19,18 @@ from energylab.energies import (
     local_energies,
     symmetric_attention_energy,
 )
+from energylab.kernels import (  # noqa: F401 (re-exported)
+    _mask_rows,
+    expressive_attention_values,
+    newton_first_order_direction,
+    ridge_inverse,
+    row_blocks,
+)
 
 __all__ = [
     "dot_product_weights",
     "expressive_weights",
+    "expressive_attention_values",
     "softmax_free_energy_update",
     "dot_product_free_energy_update",
     "attention_step",
@@ -32,6 +40,8 @@ __all__ = [
     "att2nd_update",
     "att2nd1st_update",
     "newton_first_order_direction",
+    "ridge_inverse",
+    "row_blocks",
     "multihead_free_energy_update",
     "mha2nd_update",
     "mha2nd1st_update",
@@ -196,28 +206,6 @@ def att2nd1st_update(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T) -> to
     g = z - h_bar
     proj = torch.einsum("...ia,...a->...i", d, g)  # d_iᵀ (z − h̄): (..., N)
     return -g - torch.einsum("...i,...ia->...a", p * proj, d) / T
-
-
-def newton_first_order_direction(q, k, weights, G=None, T2=1.0, ridge: float = 0.0) -> torch.Tensor:
-    """(q − k̄) + b with b = G⁻¹ (1/T') [Σ_j p_j k_j (k_jᵀ u) − k̄ (k̄ᵀ u)], u = G (q − k̄) (paper 000, eqs. 29-31).
-
-    The per-head core of MHA2nd1st, shared by the catalog operator and :class:`energylab.modules.MHA2nd1st`.
-    q: (..., M, p) queries, k: (..., N, p) keys, weights: (..., M, N) rows on the simplex, G: (..., p, p)
-    symmetric positive definite (None = I), T2 > 0 broadcastable to (..., M, 1). The solve uses G + ridge·I;
-    the paper does not say whether G is stabilised, a small ridge is our choice (0 gives the exact formula).
-    Returns (..., M, p).
-    """
-    k_bar = weights @ k  # k̄ = Σ_j p_j k_j: (..., M, p)
-    g = q - k_bar
-    u = g if G is None else g @ G  # G symmetric: u_m = G g_m
-    c = u @ k.transpose(-1, -2)  # (..., M, N): k_jᵀ u_m
-    s = (weights * c) @ k - k_bar * (k_bar * u).sum(-1, keepdim=True)  # Σ_j p_j d_j d_jᵀ u (covariance form)
-    s = s / T2
-    if G is not None:
-        eye = torch.eye(G.shape[-1], dtype=G.dtype, device=G.device)
-        g_inv = torch.linalg.inv((G + ridge * eye).float()).to(s.dtype)  # small (p, p) per head
-        s = s @ g_inv  # G⁻¹ symmetric: b_m = G⁻¹ s_m
-    return g + s
 
 
 def _heads_qk(z, H, W1, W2, T, potential: str):

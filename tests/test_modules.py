@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from energylab import hyperspherical as hs
+from energylab import kernels
 from energylab import modules as M
 from energylab import operators as op
 
@@ -122,7 +123,7 @@ def test_causal_layers_ignore_the_future(cls):
 @pytest.mark.parametrize("cls", ATTENTION + HYPERSPHERICAL + FEEDFORWARD)
 def test_float32_bfloat16_and_gradients(cls):
     torch.manual_seed(0)
-    layer = cls(D, hidden=11) if cls in FEEDFORWARD else cls(D, HEADS)
+    layer = (cls(D, hidden=11) if cls in FEEDFORWARD else cls(D, HEADS)).to(torch.float32)
     x = _x(6, dtype=torch.float32).requires_grad_(True)
     out = layer(x)
     assert out.shape == x.shape and out.dtype == torch.float32 and torch.isfinite(out).all()
@@ -155,3 +156,21 @@ def test_bad_input_names_the_argument():
     bad[0, 1, 2] = float("nan")
     with pytest.raises(ValueError, match="x"):
         M.MHA2nd1st(D, HEADS)(bad)
+
+
+@pytest.mark.parametrize("cls", [M.ExpressiveAttention, M.MHA2nd1st, M.BiSoftmaxAttention, M.SigmoidAttention])
+def test_blockwise_evaluation_equals_one_block(cls, monkeypatch):
+    """Layers loop over cache-sized query blocks; with tiny blocks (3 rows) the result must not change."""
+    layer, x = _layer(cls), _x(7, n=10)
+    x.requires_grad_(True)
+    one_block = layer(x)
+    (g_one,) = torch.autograd.grad(one_block.square().sum(), x)
+    original = kernels.row_blocks
+    tiny = lambda n_rows, n_cols, batch: original(n_rows, n_cols, batch, budget=1, min_rows=3)  # noqa: E731
+    for module in (kernels, M, hs):
+        monkeypatch.setattr(module, "row_blocks", tiny)
+    blocked = layer(x)
+    assert len(kernels.row_blocks(10, 10, 6)) == 4  # the patch is active: blocks of 3, 3, 3, 1 rows
+    (g_blocked,) = torch.autograd.grad(blocked.square().sum(), x)
+    assert _rel(blocked, one_block) < 1e-13
+    assert _rel(g_blocked, g_one) < 1e-12

@@ -1,0 +1,265 @@
+"""Tokens as particles on the sphere: the self-attention flows SA and USA, their energy, and integrators.
+
+Geshkovski, Letrouit, Polyanskiy & Rigollet (2023), *A mathematical perspective on transformers*, model a deep
+Transformer with normalised residual attention as n particles x_1, ..., x_n on the unit sphere S^{d-1} moving by
+
+    SA:   dx_i/dt = P_{x_i}( sum_h (1/Z_{h,i}) sum_j exp(beta <Q_h x_i, K_h x_j>) V_h x_j ),
+    USA:  dx_i/dt = P_{x_i}( sum_h (1/n)       sum_j exp(beta <Q_h x_i, K_h x_j>) V_h x_j ),
+
+with P_x y = y - <x, y> x the projection on the tangent space at x and Z_{h,i} = sum_k exp(beta <Q_h x_i, K_h x_k>).
+Causal masking (Karagodin, Polyanskiy & Rigollet 2024) restricts the sums to j <= i (Z_{h,i} too).
+
+When every head has V_h = Q_h^T K_h symmetric (e.g. Q = K = V = I), the interaction energy
+
+    E_beta(x) = (1 / (2 beta n^2)) sum_h sum_{i,j} exp(beta <Q_h x_i, K_h x_j>)
+
+increases along both flows: USA is exactly its gradient ascent, dx_i/dt = n grad_{x_i} E_beta (the Riemannian
+gradient on the sphere), and along SA dE_beta/dt >= 0 (Geshkovski et al. 2023, Sec. 3). Paper 003 (Tomihari &
+Karakida, Prop. 4.1) states the same fact with the opposite sign, E = -(1/(2 beta)) sum exp(beta x_i^T A x_j).
+
+Shapes: B batch, N tokens (particles), d dimension, H heads, k query/key dimension per head, T saved times.
+Tokens are (B, N, d); weights Q, K are (H, k, d) and V is (H, d, d). Observables live in ``energylab.sphere``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from energylab._checks import check_divides, check_positive, check_tensor
+
+UNIT_TOL = 1e-5  # how far from norm 1 an initial token may be (float32 round-off is ~1e-7)
+
+
+@dataclass(frozen=True)
+class SphereWeights:
+    """Per-head attention matrices of the particle system: Q, K of shape (H, k, d), V of shape (H, d, d)."""
+
+    Q: torch.Tensor
+    K: torch.Tensor
+    V: torch.Tensor
+
+    def __post_init__(self):
+        check_tensor("Q", self.Q, ndim=3)
+        check_tensor("K", self.K, ndim=3)
+        check_tensor("V", self.V, ndim=3)
+        if self.K.shape != self.Q.shape:
+            raise ValueError(f"K must have the shape of Q {tuple(self.Q.shape)}, got {tuple(self.K.shape)}")
+        H, _, d = self.Q.shape
+        if self.V.shape != (H, d, d):
+            raise ValueError(f"V must have shape (H, d, d) = {(H, d, d)}, got {tuple(self.V.shape)}")
+
+    @property
+    def dim(self) -> int:
+        return self.Q.shape[-1]
+
+    @property
+    def heads(self) -> int:
+        return self.Q.shape[0]
+
+    def to(self, like: torch.Tensor) -> "SphereWeights":
+        """The same weights with the dtype and device of ``like``."""
+        cast = lambda w: w.to(dtype=like.dtype, device=like.device)  # noqa: E731
+        return SphereWeights(cast(self.Q), cast(self.K), cast(self.V))
+
+
+PRESETS = ("identity", "symmetric", "random", "antisymmetric")
+
+
+def preset_weights(name: str, d: int, heads: int = 1, seed: int = 0, dtype=torch.float64) -> SphereWeights:
+    """Named weight choices used in the chapter.
+
+    - ``identity``: head h sees and moves only its block of d/H coordinates: Q_h = K_h = P_h (the block's rows
+      of I), V_h = P_h^T P_h; with one head Q = K = V = I. V_h = Q_h^T K_h, so E_beta is a Lyapunov function.
+    - ``symmetric``: Q_h = P_h, K_h = P_h A_h, V_h = P_h^T P_h A_h with A_h = I + S_h, S_h a random symmetric
+      matrix supported on the block; V_h = Q_h^T K_h is symmetric, so the energy still increases.
+    - ``random``: Gaussian Q_h, K_h, V_h scaled by 1/sqrt(d); no energy in general.
+    - ``antisymmetric``: identity Q, K and V_h = P_h^T P_h (I + 3 Omega), Omega antisymmetric with spectral norm 1:
+      the antisymmetric part makes tokens rotate instead of settling (compare paper 003's oscillators).
+    """
+    if name not in PRESETS:
+        raise ValueError(f"name must be one of {PRESETS}, got {name!r}")
+    if not isinstance(d, int) or d < 2:
+        raise ValueError(f"d must be an int >= 2, got {d!r}")
+    check_divides("heads", heads, d)
+    gen = torch.Generator().manual_seed(seed)
+    k = d // heads
+    eye = torch.eye(d, dtype=dtype)
+    P = eye.reshape(heads, k, d)  # (H, k, d): head h's block of rows of I
+    block = P.transpose(1, 2) @ P  # (H, d, d): projection on head h's coordinates
+    if name == "identity":
+        return SphereWeights(P, P.clone(), block)
+    if name == "symmetric":
+        G = torch.randn(heads, d, d, generator=gen, dtype=dtype)
+        A = eye + block @ (G + G.transpose(1, 2)) @ block / (2 * math.sqrt(k))  # (H, d, d), symmetric
+        return SphereWeights(P, P @ A, block @ A)
+    if name == "random":
+        Q, K = torch.randn(2, heads, k, d, generator=gen, dtype=dtype) / math.sqrt(d)
+        V = torch.randn(heads, d, d, generator=gen, dtype=dtype) / math.sqrt(d)
+        return SphereWeights(Q, K, V)
+    G = torch.randn(d, d, generator=gen, dtype=dtype)
+    omega = (G - G.T) / torch.linalg.matrix_norm(G - G.T, ord=2)  # antisymmetric, ||Omega||_2 = 1
+    return SphereWeights(P, P.clone(), block @ (eye + 3.0 * omega))
+
+
+def random_tokens(batch: int, n: int, d: int, seed: int = 0, hemisphere: bool = False,
+                  dtype=torch.float64) -> torch.Tensor:
+    """(B, N, d) tokens uniform on S^{d-1} (or on the open hemisphere x_1 > 0), from their own generator."""
+    for name, v in (("batch", batch), ("n", n), ("d", d)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    gen = torch.Generator().manual_seed(seed)
+    x = F.normalize(torch.randn(batch, n, d, generator=gen, dtype=dtype), dim=-1)
+    if hemisphere:
+        x[..., 0] = x[..., 0].abs()
+    return x
+
+
+def tangent(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """P_x y = y - <x, y> x, token by token: (..., N, d) -> (..., N, d)."""
+    return y - (x * y).sum(-1, keepdim=True) * x
+
+
+def _check_tokens(name: str, x) -> torch.Tensor:
+    check_tensor(name, x, ndim=3)
+    if x.shape[1] < 1:
+        raise ValueError(f"{name} must hold at least one token, got shape {tuple(x.shape)}")
+    return x
+
+
+def _check_beta(beta, allow_zero: bool) -> float:
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
+        raise ValueError(f"beta must be a finite number, got {beta!r}")
+    if beta < 0 or (beta == 0 and not allow_zero):
+        raise ValueError(f"beta must be {'>= 0' if allow_zero else '> 0'}, got {beta!r}")
+    return float(beta)
+
+
+def _check_match(x: torch.Tensor, weights: SphereWeights) -> SphereWeights:
+    if not isinstance(weights, SphereWeights):
+        raise TypeError(f"weights must be a SphereWeights, got {type(weights).__name__}")
+    if weights.dim != x.shape[-1]:
+        raise ValueError(f"weights: token dimension must be {x.shape[-1]}, got {weights.dim}")
+    return weights.to(x)
+
+
+def velocity(x: torch.Tensor, weights: SphereWeights, beta: float, normalized: bool = True,
+             causal: bool = False) -> torch.Tensor:
+    """dx/dt of SA (``normalized=True``) or USA (``False``) at tokens x: (B, N, d) -> (B, N, d), tangent to S^{d-1}.
+
+    The SA weights 1/Z_{h,i} exp(.) are a softmax, computed by PyTorch's fused attention kernel with scale beta.
+    """
+    _check_tokens("x", x)
+    return _velocity(x, _check_match(x, weights), _check_beta(beta, allow_zero=True), normalized, causal)
+
+
+def _velocity(x: torch.Tensor, w: SphereWeights, beta: float, normalized: bool, causal: bool) -> torch.Tensor:
+    """``velocity`` without input checks, for the integrator's inner loop."""
+    n = x.shape[1]
+    q = torch.einsum("hkd,bid->bhik", w.Q, x)  # (B, H, N, k): Q_h x_i
+    key = torch.einsum("hkd,bjd->bhjk", w.K, x)  # (B, H, N, k): K_h x_j
+    v = torch.einsum("hed,bjd->bhje", w.V, x)  # (B, H, N, d): V_h x_j
+    if normalized:
+        y = F.scaled_dot_product_attention(q, key, v, is_causal=causal, scale=beta)  # (B, H, N, d)
+    else:
+        a = torch.exp(beta * q @ key.transpose(-1, -2))  # (B, H, N, N): exp(beta <Q_h x_i, K_h x_j>)
+        if causal:
+            a = a.tril()  # keep j <= i
+        y = a @ v / n  # (B, H, N, d)
+    return tangent(x, y.sum(1))
+
+
+def energy(x: torch.Tensor, beta: float, weights: SphereWeights | None = None) -> torch.Tensor:
+    """E_beta(x) = 1/(2 beta n^2) sum_h sum_ij exp(beta <Q_h x_i, K_h x_j>): (..., N, d) -> (...).
+
+    Without weights, Q = K = I (one head). Geshkovski et al. (2023), Sec. 3.
+    """
+    check_tensor("x", x)
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape (..., N, d), got {tuple(x.shape)}")
+    beta = _check_beta(beta, allow_zero=False)
+    n = x.shape[-2]
+    if weights is None:
+        gram = x @ x.transpose(-1, -2)  # (..., N, N): <x_i, x_j>
+        return torch.exp(beta * gram).sum((-1, -2)) / (2 * beta * n * n)
+    w = _check_match(x.reshape(-1, *x.shape[-2:]), weights)
+    q = torch.einsum("hkd,...id->...hik", w.Q, x)  # (..., H, N, k)
+    key = torch.einsum("hkd,...jd->...hjk", w.K, x)  # (..., H, N, k)
+    gram = q @ key.transpose(-1, -2)  # (..., H, N, N): <Q_h x_i, K_h x_j>
+    return torch.exp(beta * gram).sum((-1, -2, -3)) / (2 * beta * n * n)
+
+
+@dataclass
+class FlowConfig:
+    """How to integrate a particle flow."""
+
+    beta: float = 1.0  # inverse temperature: larger beta, sharper attention, slower merging
+    normalized: bool = True  # True: SA (softmax, the Transformer); False: USA (the energy's gradient ascent)
+    causal: bool = False  # decoder-style masking: token i attends to j <= i
+    step: float = 0.1  # time step h; the layer count of the Transformer is steps
+    steps: int = 100  # number of steps; total time steps * step
+    method: str = "euler"  # "euler" (x + h v, renormalised) or "rk4" (RK4 in R^d, renormalised)
+    save_every: int = 1  # keep one state in this many steps
+
+
+@dataclass
+class Trajectory:
+    """Saved states of a flow: times t of shape (T,), tokens x of shape (T, B, N, d)."""
+
+    t: torch.Tensor
+    x: torch.Tensor
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    """Put each token back on the sphere: x_i / ||x_i||."""
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+
+
+def _flow_step(x: torch.Tensor, w: SphereWeights, config: FlowConfig) -> torch.Tensor:
+    """One step of the integrator; the result lies on the sphere up to round-off.
+
+    Euler: x <- N(x + h v(x)) is the Transformer layer itself (residual attention, then normalisation).
+    RK4: the classical scheme on the ambient ODE in R^d, whose flow keeps ||x_i|| = 1, followed by the same
+    normalisation (a projection method, Hairer, Lubich & Wanner, Geometric Numerical Integration, IV.4): order 4.
+    """
+    f = lambda y: _velocity(y, w, config.beta, config.normalized, config.causal)  # noqa: E731
+    h = config.step
+    if config.method == "euler":
+        return normalize(x + h * f(x))
+    k1 = f(x)
+    k2 = f(x + h / 2 * k1)
+    k3 = f(x + h / 2 * k2)
+    k4 = f(x + h * k3)
+    return normalize(x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4))
+
+
+def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Trajectory:
+    """Integrate the flow from tokens x0 (B, N, d) on the sphere; returns every ``save_every``-th state."""
+    _check_tokens("x0", x0)
+    _check_beta(config.beta, allow_zero=True)
+    check_positive("step", config.step)
+    for name in ("steps", "save_every"):
+        v = getattr(config, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "steps" else 1):
+            raise ValueError(f"{name} must be a {'non-negative' if name == 'steps' else 'positive'} int, got {v!r}")
+    if config.method not in ("euler", "rk4"):
+        raise ValueError(f"method must be 'euler' or 'rk4', got {config.method!r}")
+    off = (torch.linalg.vector_norm(x0, dim=-1) - 1).abs().max()
+    if off > UNIT_TOL:
+        raise ValueError(f"x0 must lie on the unit sphere (|‖x_i‖ - 1| <= {UNIT_TOL}), got {float(off):.3g}; "
+                         "use energylab.dynamics.normalize")
+    w = _check_match(x0, weights)
+    x, saved, times = x0, [x0], [0]
+    for s in range(1, config.steps + 1):
+        x = _flow_step(x, w, config)
+        if s % config.save_every == 0:
+            saved.append(x)
+            times.append(s)
+    t = torch.tensor(times, dtype=x0.dtype, device=x0.device) * config.step
+    return Trajectory(t=t, x=torch.stack(saved))  # (T,), (T, B, N, d)
+
+
+__all__ = ["SphereWeights", "PRESETS", "preset_weights", "random_tokens", "tangent", "velocity", "energy",
+           "FlowConfig", "Trajectory", "normalize", "simulate"]
