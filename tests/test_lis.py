@@ -161,3 +161,15 @@ def test_tiny_run_end_to_end():
     assert h.steps["eval/exact"] == [4, 8]
     assert 0.0 <= rows["MHA"]["accuracy"] <= 1.0
     assert rows["MHA"]["accuracy"] == pytest.approx(sum(h.curves["eval/exact"]) / 2)
+
+
+def test_seed_ensemble_run():
+    config = experiment.Config(lengths=(3,), dims=(8,), variants=("MHA2nd1st-only",), high=12, n_train=32,
+                               n_test=16, epochs=2, batch_size=16, lr=1e-3, heads=2, layers=1, last_k=1,
+                               seeds=(0, 1), progress=False, device="cpu")
+    results = experiment.run(config)
+    a, b = results.histories["L3/d8/MHA2nd1st-only/seed0"], results.histories["L3/d8/MHA2nd1st-only/seed1"]
+    assert a.steps["loss"] == b.steps["loss"] == [2, 4]
+    assert a.curves["loss"] != b.curves["loss"]  # different seeds, different runs
+    row = results.tables["grid"][0]
+    assert row["accuracy"] == pytest.approx((a.curves["eval/exact"][-1] + b.curves["eval/exact"][-1]) / 2)
