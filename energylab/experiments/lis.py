@@ -66,7 +66,7 @@ PROFILES = {
                     lr=3e-3, last_k=2, seeds=(0, 1), progress=False),
 }
 COST = {
-    "quick": "~15 s on one CPU thread (4 variants x 2 seeds x 96 steps)",
+    "quick": "15-35 s on one CPU thread (4 variants x 2 seeds x 96 steps)",
     "full": "paper: 2 days on 4x RTX 3090 (64 runs x 120,000 steps); resumable per run",
 }
 

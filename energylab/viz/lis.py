@@ -29,14 +29,16 @@ def descent_by_temperature(runs: Mapping[float, Mapping[str, Sequence[float]]], 
                            tol: float | None = None) -> go.Figure:
     """‖∇F*(z_k)‖ against k for each method, with a slider over T.
 
-    runs: {T: {method: [‖∇F*(z_0)‖, ‖∇F*(z_1)‖, ...]}}; every T must have the same methods and lengths.
+    runs: {T: {method: [‖∇F*(z_0)‖, ‖∇F*(z_1)‖, ...]}}; every T must have the same methods (lengths may differ:
+    a run stops when it converges).
     """
     temps = list(runs)
     active = len(temps) // 2 if active is None else active
     fig = go.Figure()
     _gradient_norm_traces(fig, runs[temps[active]])
     steps = [{"label": f"{T:.3g}", "method": "update",
-              "args": [{"y": [_r(ys) for ys in runs[T].values()]},
+              "args": [{"x": [list(range(len(ys))) for ys in runs[T].values()],
+                        "y": [_r(ys) for ys in runs[T].values()]},
                        {"title.text": f"one token descending F* at T = {T:.3g}"}]} for T in temps]
     fig.update_layout(title=f"one token descending F* at T = {temps[active]:.3g}", xaxis_title="iteration k",
                       yaxis_title="‖∇F*(z_k)‖", height=420, margin={"t": 60},
