@@ -122,7 +122,7 @@ def _sample_ff(n_tokens, dim, generator=None, dtype=torch.float64):
 
 # ----------------------------------------------------------------------------- paper 000
 register(AttentionForm(
-    name="softmax_free_energy", paper="energy_principle", kind="gradient",
+    name="softmax_free_energy", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
                       r"-\nabla_z F^* = \bar h - z,\quad \bar h = \sum_i p_i W h_i"),
     energy=lambda z, H, W, T: en.softmax_free_energy(z, H, W, T).sum(),
@@ -131,7 +131,7 @@ register(AttentionForm(
     "(Theorem 1, with W_V = ηW; the paper's ηT comes from a dropped 1/T).",
 ))
 register(AttentionForm(
-    name="dot_product_free_energy", paper="energy_principle", kind="gradient",
+    name="dot_product_free_energy", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"\tilde F^* = -T\log\sum_i e^{z^\top W h_i/T}",
                       r"-\nabla_z \tilde F^* = \sum_i \mathrm{softmax}_i(z^\top W h_i/T)\, W h_i"),
     energy=lambda z, H, W, T: en.dot_product_free_energy(z, H, W, T).sum(),
@@ -139,7 +139,7 @@ register(AttentionForm(
     note="Exact gradient for any z; attention (eq. 1) is z + η·update with W_QᵀW_K = W, W_V = ηW.",
 ))
 register(AttentionForm(
-    name="linear_attention", paper="energy_principle", kind="gradient",
+    name="linear_attention", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -\tfrac{T}{2}\sum_i (z^\top W h_i)^2",
                       r"-\nabla_z F^* = T\sum_i (z^\top W h_i)\, W h_i"),
     energy=lambda z, H, W, T: en.linear_attention_energy(z, H, W, T).sum(),
@@ -147,7 +147,7 @@ register(AttentionForm(
     note="Exact gradient (Theorem 3): linear attention with W_V = ηT W.",
 ))
 register(AttentionForm(
-    name="multihead_free_energy", paper="energy_principle", kind="gradient",
+    name="multihead_free_energy", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\nabla_z F^* = -\tfrac1H\sum_h W_{1,h}^\top(q_h - \bar k_h)"),
     energy=lambda z, H, W1, W2, T: en.multihead_free_energy(z, H, W1, W2, T).sum(),
@@ -155,7 +155,7 @@ register(AttentionForm(
     note="Exact gradient (Theorem 2); on the spheres ‖q_h‖ = ‖k_{i,h}‖ = ρ a step is multi-head attention.",
 ))
 register(AttentionForm(
-    name="att2nd", paper="energy_principle", kind="newton",
+    name="att2nd", paper="energyprinciple2025", kind="newton",
     equation=Equation(r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
                       r"-\big[I - \tfrac1T\sum_i p_i d_i d_i^\top\big]^{-1}(z - \bar h)"),
     energy=lambda z, H, W, T: en.softmax_free_energy(z, H, W, T).sum(),
@@ -163,7 +163,7 @@ register(AttentionForm(
     note="Exact Newton direction (eqs. 9-10); needs I − C/T invertible.",
 ))
 register(AttentionForm(
-    name="att2nd1st", paper="energy_principle", kind="approx", reference="att2nd", order=2, shrink=_scale_tokens,
+    name="att2nd1st", paper="energyprinciple2025", kind="approx", reference="att2nd", order=2, shrink=_scale_tokens,
     equation=Equation(r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
                       r"-(z - \bar h) - \tfrac1T\sum_i p_i d_i\, d_i^\top(z - \bar h)"),
     energy=lambda z, H, W, T: en.softmax_free_energy(z, H, W, T).sum(),
@@ -171,7 +171,7 @@ register(AttentionForm(
     note="First Taylor term of the inverse Hessian: error O(‖C/T‖²) against Att2nd.",
 ))
 register(AttentionForm(
-    name="mha2nd", paper="energy_principle", kind="newton",
+    name="mha2nd", paper="energyprinciple2025", kind="newton",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\sum_h W_{1,h}^\top G_h^{-1} C_h^{-1} G_h (q_h - \bar k_h)"),
     energy=lambda z, H, W1, W2, T: en.multihead_free_energy(z, H, W1, W2, T).sum(),
@@ -180,7 +180,7 @@ register(AttentionForm(
     "are orthogonal (sampled so here), otherwise the paper's approximation of it.",
 ))
 register(AttentionForm(
-    name="mha2nd1st", paper="energy_principle", kind="approx", reference="mha2nd", order=2, shrink=_scale_tokens,
+    name="mha2nd1st", paper="energyprinciple2025", kind="approx", reference="mha2nd", order=2, shrink=_scale_tokens,
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\sum_h W_{1,h}^\top\big[(q_h - \bar k_h) + b_h\big]"),
     energy=lambda z, H, W1, W2, T: en.multihead_free_energy(z, H, W1, W2, T).sum(),
@@ -191,7 +191,7 @@ register(AttentionForm(
 
 # ----------------------------------------------------------------------------- Hopfield, EA, local energies
 register(AttentionForm(
-    name="hopfield_retrieval", paper="ramsauer2021hopfield", kind="gradient",
+    name="hopfield_retrieval", paper="ramsauer2021", kind="gradient",
     equation=Equation(r"E(\xi) = -\beta^{-1}\log\sum_i e^{\beta x_i^\top\xi} + \tfrac12\xi^\top\xi",
                       r"-\nabla E = X\,\mathrm{softmax}(\beta X^\top\xi) - \xi"),
     energy=lambda xi, X, beta: en.hopfield_energy(xi, X, beta).sum(),
@@ -217,7 +217,7 @@ register(AttentionForm(
     "it is self-attention with value map J_ij. Σ_i e_i with c = x moving too is not what it descends.",
 ))
 register(AttentionForm(
-    name="sphere_interaction", paper="geshkovski2023mathematical", kind="gradient", on_sphere=True,
+    name="sphere_interaction", paper="geshkovski2023", kind="gradient", on_sphere=True,
     equation=Equation(r"-E_\beta = -\frac{1}{2\beta n^2}\sum_{ij} e^{\beta\langle x_i, x_j\rangle}",
                       r"P_{x_i}\Big(\tfrac{1}{n^2}\sum_j e^{\beta\langle x_i,x_j\rangle}x_j\Big)"),
     energy=lambda x, beta: -en.sphere_interaction_energy(x, beta),
@@ -225,7 +225,7 @@ register(AttentionForm(
     note="Exact tangent gradient of −E_β; USA is n × this field, SA rescales each token by n/Z_i > 0.",
 ))
 register(AttentionForm(
-    name="symmetric_self_attention", paper="tomihari2025recurrent", kind="gradient", on_sphere=True,
+    name="symmetric_self_attention", paper="tomihari2025jacobians", kind="gradient", on_sphere=True,
     equation=Equation(r"E = -\frac{1}{2\beta}\sum_{ij} e^{\beta x_i^\top A x_j},\ A = A^\top",
                       r"P_{x_i}\Big(\sum_j e^{\beta x_i^\top A x_j} A x_j\Big)"),
     energy=lambda x, A, beta: en.symmetric_attention_energy(x, A, beta),

@@ -124,7 +124,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     prefixed_buffers = {f"model.{k}": v for k, v in buffers.items()}
 
     def member(p, b, batch):
-        return functional_call(wrapper, (p, b), (batch,))
+        return functional_call(wrapper, (p, b), (batch,), tie_weights=False)
 
     # vmap only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
     # gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad)
@@ -220,7 +220,7 @@ def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
     sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (S,)
     coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
     for g in grads:
-        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))  # (S, 1, ..., 1) broadcast over each member's tensor
 
 
 def _unstack_into(models, params, buffers) -> None:

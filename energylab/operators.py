@@ -20,7 +20,6 @@ from energylab.energies import (
     symmetric_attention_energy,
 )
 from energylab.kernels import (  # noqa: F401 (re-exported)
-    _mask_rows,
     expressive_attention_values,
     newton_first_order_direction,
     ridge_inverse,
@@ -309,10 +308,13 @@ def local_attention_update(x: torch.Tensor, J: torch.Tensor, lam, context: torch
     context = x if context is None else context
     local_energies(x, context, J, lam)  # validates x, context, J, lam
     n = x.shape[-2]
-    logits = lam * torch.einsum("...ia,ijab,...jb->...ij", x, J, context)
+    # (J_ij c_j)_a is shared by the logits and the output: form it once, (..., N, N, d). Two-operand einsums
+    # also avoid the slow contraction order torch picks for the three-operand version (~10x here).
+    Jc = torch.einsum("ijab,...jb->...ija", J, context)
+    logits = lam * torch.einsum("...ia,...ija->...ij", x, Jc)
     off_diag = ~torch.eye(n, dtype=torch.bool, device=x.device)
     alpha = dot_product_weights(logits, off_diag)
-    return torch.einsum("...ij,ijab,...jb->...ia", alpha, J, context)
+    return torch.einsum("...ij,...ija->...ia", alpha, Jc)
 
 
 def sphere_interaction_update(x: torch.Tensor, beta) -> torch.Tensor:

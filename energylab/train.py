@@ -19,21 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Union
 
 import torch
 from torch import nn
 
 from energylab._setup import choose_device, seed_everything
+from energylab.results import RESULTS, History, Results, prepare_out_dir  # noqa: F401 - part of this API
 
 LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict]"]
 Batches = Union[Callable[[int], Any], Iterable]
 CHECKPOINT = "checkpoint.pt"  # file name of the checkpoint inside out_dir
-RESULTS = "results.json"  # file name of an experiment's Results inside out_dir
 
 
 @dataclass
@@ -70,94 +69,6 @@ class TrainingDiverged(RuntimeError):
     def __init__(self, message: str, step: int):
         super().__init__(message)
         self.step = step
-
-
-@dataclass
-class History:
-    """Metric curves: ``curves[name]`` values at ``steps[name]`` (number of completed optimiser steps).
-
-    Train metrics are stored under their own names ("loss", "acc", ...), evaluation metrics with the
-    prefix ``"eval/"``.
-    """
-
-    steps: dict[str, list[int]] = field(default_factory=dict)
-    curves: dict[str, list[float]] = field(default_factory=dict)
-
-    def log(self, step: int, metrics: dict[str, float], prefix: str = "") -> None:
-        """Append ``metrics`` (name -> number) at ``step``."""
-        for name, value in metrics.items():
-            self.steps.setdefault(prefix + name, []).append(int(step))
-            self.curves.setdefault(prefix + name, []).append(float(value))
-
-    def last(self, name: str) -> float:
-        """The latest value of a curve (KeyError listing the curves if unknown)."""
-        if name not in self.curves:
-            raise KeyError(f"no curve {name!r}; curves: {sorted(self.curves)}")
-        return self.curves[name][-1]
-
-    @property
-    def final(self) -> dict[str, float]:
-        """The latest value of every curve."""
-        return {name: values[-1] for name, values in self.curves.items() if values}
-
-    def to_dict(self) -> dict:
-        return {"steps": self.steps, "curves": self.curves}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "History":
-        return cls(steps={k: list(map(int, v)) for k, v in d["steps"].items()},
-                   curves={k: list(map(float, v)) for k, v in d["curves"].items()})
-
-    def save(self, path: str) -> None:
-        _write_json_atomic(path, self.to_dict())
-
-    @classmethod
-    def load(cls, path: str) -> "History":
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
-
-
-@dataclass
-class Results:
-    """What an experiment's ``run(config)`` returns; saved as JSON next to the checkpoint.
-
-    ``histories`` maps a run label (e.g. ``"EA/seed3"``) to its curves, ``final`` holds the headline
-    numbers, ``tables`` small tables as lists of rows, ``extra`` any other JSON-able data (e.g. an
-    attention matrix as nested lists).
-    """
-
-    experiment: str
-    config: dict
-    histories: dict[str, History] = field(default_factory=dict)
-    final: dict[str, float] = field(default_factory=dict)
-    tables: dict[str, list[dict]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {"experiment": self.experiment, "config": self.config,
-                "histories": {k: h.to_dict() for k, h in self.histories.items()},
-                "final": self.final, "tables": self.tables, "extra": self.extra}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Results":
-        return cls(experiment=d["experiment"], config=d["config"],
-                   histories={k: History.from_dict(h) for k, h in d["histories"].items()},
-                   final=d["final"], tables=d["tables"], extra=d["extra"])
-
-    def save(self, out_dir: str) -> str:
-        """Write ``out_dir/results.json`` atomically; return its path."""
-        path = os.path.join(prepare_out_dir(out_dir), RESULTS)
-        _write_json_atomic(path, self.to_dict())
-        return path
-
-    @classmethod
-    def load(cls, out_dir: str) -> "Results":
-        """Read ``out_dir/results.json`` (or a path to a .json file)."""
-        path = out_dir if out_dir.endswith(".json") else os.path.join(out_dir, RESULTS)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"no results at {path}; produce them with `python -m energylab run ...`")
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -312,19 +223,6 @@ def lr_multiplier(config: TrainConfig, total: int) -> Callable[[int], float]:
 # ----------------------------------------------------------------------------------------- checkpoints
 
 
-def prepare_out_dir(out_dir: str) -> str:
-    """Create ``out_dir`` and check it is writable; ValueError otherwise."""
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        probe = os.path.join(out_dir, f".write_test_{os.getpid()}")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
-    except OSError as err:
-        raise ValueError(f"out_dir={out_dir!r} is not writable: {err}") from None
-    return out_dir
-
-
 def save_checkpoint(out_dir: str, state: dict) -> str:
     """Write ``state`` to ``out_dir/checkpoint.pt`` atomically (temp file + ``os.replace``); rank 0 only.
 
@@ -386,13 +284,6 @@ def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def _write_json_atomic(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------------------- data, devices, DDP

@@ -16,6 +16,7 @@ os.environ["MKL_NUM_THREADS"] = "1"
 
 import nbclient  # noqa: E402
 import nbformat  # noqa: E402
+from jupyter_client.manager import KernelManager  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,7 +24,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def execute(path: pathlib.Path) -> float:
     nb = nbformat.read(path, as_version=4)
     t0 = time.perf_counter()
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=1800, store_widget_state=True,
+    # IPC transport: with several kernels on one machine, TCP kernels were seen to hang at start-up
+    km = KernelManager(kernel_name="python3", transport="ipc")
+    client = nbclient.NotebookClient(nb, km=km, timeout=1800, store_widget_state=True,
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     for cell in nb.cells:  # drop per-run noise so that re-executing gives a clean diff

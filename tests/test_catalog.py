@@ -90,3 +90,27 @@ def test_verify_bad_input():
         catalog.verify("no_such_form")
     with pytest.raises(ValueError, match="trials"):
         catalog.verify("softmax_free_energy", trials=0)
+
+
+def test_paper_keys_are_in_the_bibliography():
+    import pathlib
+    import re
+
+    bib = pathlib.Path(__file__).resolve().parents[1] / "book" / "references.bib"
+    if not bib.exists():
+        pytest.skip("book/references.bib not present in this checkout")
+    keys = set(re.findall(r"^@\w+\{([^,]+),", bib.read_text(), flags=re.M))
+    assert {f.paper for f in catalog.FORMS.values()} <= keys
+
+
+@pytest.mark.parametrize("name", [n for n, f in catalog.FORMS.items() if f.on_sphere])
+def test_on_sphere_forms_stay_on_the_sphere(name):
+    form = catalog.FORMS[name]
+    x, params = form.sample(11, 5, generator=_gen(5))
+    u = form.update(x, **params)
+    assert (u * x).sum(-1).abs().max() < 1e-12  # the update is tangent
+    y = x
+    for _ in range(20):
+        y = op.sphere_step(y, form.update(y, **params), 0.1)
+    assert (y.norm(dim=-1) - 1).abs().max() < 1e-12
+    assert float(form.energy(y, **params)) < float(form.energy(x, **params))

@@ -117,3 +117,20 @@ def test_metrics_hand_values():
     assert im.masked_mse(pred, target).tolist() == pytest.approx([2 / 3, 1.0])
     v = im.patch_variances(torch.tensor([[[0.0, 1.0, 0.0, 1.0], [0.5, 0.5, 0.5, 0.5]]]), torch.tensor([[True, True]]))
     assert v.tolist() == [0.25, 0.0]
+
+
+def test_image_figures():
+    from energylab.viz import images as iviz
+
+    g = torch.Generator().manual_seed(5)
+    frames = torch.rand(3, 2, 5, 7, generator=g)  # (T, K, H, W)
+    fig = iviz.trajectory_slider(frames, [0, 1, 4], frames[0], "slider")
+    assert len(fig.data) == 4 and len(fig.layout.sliders[0].steps) == 3
+    last = fig.layout.sliders[0].steps[2].args[0]["z"][1]  # digit 1 at t = 4, rows flipped for the heatmap
+    assert last[0] == [round(float(v), 3) for v in frames[2, 1, -1]]
+    grid = iviz.image_grid([[frames[0, 0], frames[0, 1]]], ["r"], ["a", "b"], "grid")
+    assert len(grid.data) == 2
+    hist = iviz.variance_histograms({"x": [0.0, 0.01, 0.3], "y": [0.1]}, "h", bins=5)
+    assert [sum(t.y) for t in hist.data] == [1.0, 1.0]  # 0.3 is clipped into the last bin
+    with pytest.raises(ValueError, match="frames"):
+        iviz.trajectory_slider(frames, [0, 1], frames[0], "bad")

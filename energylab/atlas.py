@@ -1,0 +1,209 @@
+"""The Atlas: the whole catalog as data for tables, one descent check per form, and the layer of each form.
+
+Everything here is computed from :data:`energylab.catalog.FORMS` and :mod:`energylab.modules`, so the closing
+chapter of the book cannot drift from the library: a new form shows up in the table as soon as it is registered.
+
+- :func:`form_rows` — one dict per form: name, paper, kind, LaTeX of energy and update, note, and the error of
+  ``catalog.verify`` (float64): a relative error for gradient/newton forms, the relative error of the fitted
+  *order* for approx forms.
+- :func:`descent_check` — energy before and after one small step ``x + η·update`` (the projected step
+  ``operators.sphere_step`` for on-sphere forms), with the first-order prediction η⟨∇E, update⟩.
+- :func:`layer_rows` — which ``nn.Module`` of :mod:`energylab.modules` implements which form, with its number
+  of parameters.
+- :func:`markdown_table` — a GitHub/MyST markdown table whose LaTeX cells render with MathJax (no ``|`` inside).
+"""
+from __future__ import annotations
+
+import inspect
+import pathlib
+import re
+
+import torch
+
+from energylab import catalog, modules
+from energylab import operators as op
+from energylab._checks import check_positive
+
+__all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
+           "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
+           "layers_markdown"]
+
+# Families of the Atlas chapter: title -> the bibtex keys of the papers whose forms it gathers.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "Free energies and Newton forms": ("energyprinciple2025",),
+    "Hopfield retrieval": ("ramsauer2021",),
+    "Expressive attention": ("gros2024expressive",),
+    "Local energies": ("damico2024attractor",),
+    "Sphere and symmetric self-attention": ("geshkovski2023", "tomihari2025jacobians"),
+    "Hyper-SET and its alternative energies": ("hu2025hyperset",),
+}
+
+# The trainable layer of each form that has one: (layer class, catalog form, how the layer relates to the form).
+LAYERS: tuple[tuple[type, str, str], ...] = (
+    (modules.MultiHeadAttention, "multihead_free_energy",
+     "one step of the form on the spheres (Theorem 2), dot-product scores, W_V and W_O learned freely"),
+    (modules.ExpressiveAttention, "expressive_attention",
+     "the same Boltzmann weights p_i; the layer is Σ_i p_i W_V h_i, not the gradient"),
+    (modules.MHA2nd1st, "mha2nd1st",
+     "the form with W_O learned in place of −W_{1,h}ᵀ, dot-product scores, learnable T_h, T'_h"),
+    (modules.BiSoftmaxAttention, "hyperset_attention", "the update at RMS-normalised projections"),
+    (modules.SigmoidAttention, "sigmoid_attention", "the update at RMS-normalised projections"),
+    (modules.KernelLinearAttention, "kernel_linear_attention", "the update at RMS-normalised projections"),
+    (modules.ReLUEnergyFeedforward, "hyperset_feedforward", "the update at RMS-normalised Dᵀx"),
+    (modules.SoftmaxEnergyFeedforward, "softmax_feedforward", "the update at RMS-normalised Dᵀx"),
+    (modules.GatedEnergyFeedforward, "gated_feedforward", "the update at RMS-normalised Dᵀx"),
+)
+
+
+def _form(name: str) -> catalog.AttentionForm:
+    if name not in catalog.FORMS:
+        raise ValueError(f"name must be one of {sorted(catalog.FORMS)}, got {name!r}")
+    return catalog.FORMS[name]
+
+
+def family_of(name: str) -> str:
+    """The title in :data:`FAMILIES` whose papers include the form's paper."""
+    paper = _form(name).paper
+    titles = [title for title, papers in FAMILIES.items() if paper in papers]
+    if len(titles) != 1:
+        raise ValueError(f"form {name!r} (paper {paper!r}) must be in exactly one family, found {titles}")
+    return titles[0]
+
+
+def bib_keys(path: str | pathlib.Path) -> set[str]:
+    """The citation keys of a .bib file (``@type{key,``)."""
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    return set(re.findall(r"^\s*@\w+\s*\{\s*([^,\s]+)\s*,", text, flags=re.M))
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def form_rows(names=None, trials: int = 3, seed: int = 0) -> list[dict]:
+    """One row per form (all of FORMS by default), in registration order, with ``catalog.verify``'s error.
+
+    Each form gets its own generator seeded with ``seed``, so a row does not depend on which rows come before.
+    Keys: name, paper, family, kind, energy, update (LaTeX), note, error, error_kind ("relative" | "order").
+    """
+    names = list(catalog.FORMS) if names is None else list(names)
+    rows = []
+    for name in names:
+        form = _form(name)
+        rows.append({
+            "name": name, "paper": form.paper, "family": family_of(name), "kind": form.kind,
+            "energy": form.equation.energy, "update": form.equation.update, "note": form.note,
+            "error": catalog.verify(name, trials=trials, generator=_generator(seed)),
+            "error_kind": "order" if form.kind == "approx" else "relative",
+        })
+    return rows
+
+
+def descent_check(name: str, eta: float = 1e-2, seed: int = 0, n_tokens: int = 7, dim: int = 5) -> dict:
+    """Energy before and after one step of size ``eta`` along the form's update, on a sampled float64 instance.
+
+    Off the sphere the step is x + η u; on-sphere forms take ``operators.sphere_step`` (tangent step, then back
+    onto each token's sphere). Returns floats: before, after, change = after − before, and predicted = η⟨∇E, u⟩
+    (for on-sphere forms ⟨∇E, P_x u⟩), the first-order change, which is < 0 for a descent direction.
+    """
+    form = _form(name)
+    check_positive("eta", eta)
+    x, params = form.sample(n_tokens, dim, generator=_generator(seed), dtype=torch.float64)
+    x = x.detach().clone().requires_grad_(True)
+    energy = form.energy(x, **params)
+    (grad,) = torch.autograd.grad(energy, x)
+    x, before = x.detach(), float(energy.detach())
+    u = form.update(x, **params)
+    if form.on_sphere:
+        u = op.tangent_projection(x, u)
+        x_new = op.sphere_step(x, u, eta)
+    else:
+        x_new = x + eta * u
+    after = float(form.energy(x_new, **params))
+    return {"name": name, "eta": eta, "before": before, "after": after, "change": after - before,
+            "predicted": eta * float((grad * u).sum())}
+
+
+def layer_rows(dim: int = 64, heads: int = 4) -> list[dict]:
+    """One row per layer in :data:`LAYERS`: layer, form, kind, relation, operator, parameters at (dim, heads),
+    causal.
+
+    Attention layers are built as ``cls(dim, heads)``, feedforward layers (no ``heads`` argument) as
+    ``cls(dim)`` with their default hidden width. ``causal`` says whether the layer accepts ``causal=True``.
+    Layers are built on the meta device: no memory, and the global random generator is left untouched.
+    """
+    rows = []
+    for cls, name, relation in LAYERS:
+        form = _form(name)
+        signature = inspect.signature(cls).parameters
+        with torch.device("meta"):
+            layer = cls(dim, heads) if "heads" in signature else cls(dim)
+            causal = "n/a"
+            if "causal" in signature:
+                try:
+                    cls(dim, heads, causal=True)
+                    causal = "yes"
+                except ValueError:
+                    causal = "no"
+        rows.append({"layer": cls.__name__, "form": name, "kind": form.kind, "relation": relation,
+                     "operator": f"{form.update.__module__}.{form.update.__name__}",
+                     "parameters": sum(p.numel() for p in layer.parameters()), "causal": causal})
+    return rows
+
+
+# ----------------------------------------------------------------------------- markdown
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
+
+
+def text_cell(text: str) -> str:
+    """Plain text for a markdown table cell: markdown punctuation escaped, so it prints as written."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def latex_cell(latex: str) -> str:
+    """Inline math for a markdown table cell. A ``|`` would end the cell before the math parser sees it, so the
+    norm and absolute-value bars become ``\\Vert`` and ``\\vert`` (same glyphs)."""
+    body = latex.replace(r"\|", r"\Vert{}").replace("|", r"\vert{}")
+    return f"${body}$"
+
+
+def markdown_table(rows: list[dict], columns: dict[str, str]) -> str:
+    """A markdown table: ``columns`` maps a row key to its header; cell values must be ready-made markdown."""
+    header = "| " + " | ".join(columns.values()) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(str(row[key]) for key in columns) + " |" for row in rows]
+    return "\n".join([header, rule, *body])
+
+
+def error_text(row: dict) -> str:
+    """verify's error as inline math with two significant digits (it does not wrap), '(order)' for approx forms."""
+    mantissa, exponent = f"{row['error']:.1e}".split("e")
+    text = "$0$" if row["error"] == 0 else f"${mantissa}\\cdot 10^{{{int(exponent)}}}$"
+    return text + (" (order)" if row["error_kind"] == "order" else "")
+
+
+def _cite(key: str, cite: bool) -> str:
+    return f"{{cite:t}}`{key}`" if cite else text_cell(key)
+
+
+def equations_markdown(rows: list[dict]) -> str:
+    """First half of the Atlas table (:func:`form_rows`): form, kind, energy and update as inline math."""
+    cells = [{"form": f"`{r['name']}`", "kind": r["kind"], "energy": latex_cell(r["energy"]),
+              "update": latex_cell(r["update"])} for r in rows]
+    return markdown_table(cells, {"form": "form", "kind": "kind", "energy": "energy $E$", "update": "update $u$"})
+
+
+def checks_markdown(rows: list[dict], cite: bool = True) -> str:
+    """Second half: form, paper (a MyST ``{cite:t}`` role when ``cite``), verify error, and the form's note."""
+    cells = [{"form": f"`{r['name']}`", "paper": _cite(r["paper"], cite), "error": error_text(r),
+              "note": text_cell(r["note"])} for r in rows]
+    return markdown_table(cells, {"form": "form", "paper": "paper", "error": "verify error",
+                                  "note": "what is exact, identified or approximated"})
+
+
+def layers_markdown(rows: list[dict]) -> str:
+    """The table of :func:`layer_rows`."""
+    cells = [{**r, "layer": f"`{r['layer']}`", "form": f"`{r['form']}`: {text_cell(r['relation'])}",
+              "parameters": f"{r['parameters']:,}"} for r in rows]
+    return markdown_table(cells, {"layer": "layer", "parameters": "parameters", "causal": "causal",
+                                  "form": "catalog form it implements, and how"})

@@ -1,0 +1,165 @@
+"""The Atlas data: every form in the table with a resolvable citation, descent of every form, the layer map."""
+import pathlib
+
+import pytest
+import torch
+
+from energylab import atlas, catalog, modules
+from energylab import operators as op
+from energylab.viz.atlas import verify_errors_figure
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BIB = ROOT / "book" / "references.bib"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return atlas.form_rows(trials=2, seed=3)
+
+
+def test_every_form_appears_once(rows):
+    assert [r["name"] for r in rows] == list(catalog.FORMS)
+    assert len(rows) >= 19
+
+
+def test_every_paper_key_is_in_the_bibliography():
+    keys = atlas.bib_keys(BIB)
+    assert "energyprinciple2025" in keys and "hu2025hyperset" in keys  # the parser reads the real file
+    missing = {n: f.paper for n, f in catalog.FORMS.items() if f.paper not in keys}
+    assert not missing, f"paper keys not in book/references.bib: {missing}"
+
+
+def test_bib_keys_parser(tmp_path):
+    bib = tmp_path / "x.bib"
+    bib.write_text("@misc{alpha2020,\n title={A}}\n  @Article{ beta_1 ,\n}\n% @misc{not a key}\n")
+    assert atlas.bib_keys(bib) == {"alpha2020", "beta_1"}
+
+
+def test_rows_carry_the_catalog_and_pass_the_test_bounds(rows):
+    for r in rows:
+        form = catalog.FORMS[r["name"]]
+        assert (r["paper"], r["kind"], r["note"]) == (form.paper, form.kind, form.note)
+        assert r["energy"] == form.equation.energy and r["update"] == form.equation.update
+        if form.kind == "approx":
+            assert r["error_kind"] == "order" and r["error"] < 0.05
+        else:
+            assert r["error_kind"] == "relative" and r["error"] < 1e-10
+
+
+def test_rows_do_not_depend_on_order():
+    a = atlas.form_rows(["att2nd1st", "hopfield_retrieval"], trials=1, seed=5)
+    b = atlas.form_rows(["hopfield_retrieval", "att2nd1st"], trials=1, seed=5)
+    assert a[0]["error"] == b[1]["error"] and a[1]["error"] == b[0]["error"]
+
+
+def test_families_partition_the_catalog():
+    titles = [atlas.family_of(n) for n in catalog.FORMS]
+    assert set(titles) == set(atlas.FAMILIES)  # no empty family
+    assert atlas.family_of("sphere_interaction") == atlas.family_of("symmetric_self_attention")
+    assert atlas.family_of("att2nd") == atlas.family_of("softmax_free_energy") != atlas.family_of("hyperset_attention")
+
+
+@pytest.mark.parametrize("name", list(catalog.FORMS))
+def test_every_form_descends_at_first_order(name):
+    small = atlas.descent_check(name, eta=1e-4, seed=7, n_tokens=5, dim=6)
+    assert small["after"] < small["before"], f"{name}: energy rose"
+    assert small["predicted"] < 0
+    assert abs(small["change"] - small["predicted"]) < 0.02 * abs(small["predicted"])  # O(eta^2) remainder
+
+
+def test_descent_check_on_sphere_keeps_norms():
+    r = atlas.descent_check("sphere_interaction", eta=0.5)
+    assert r["change"] < 0
+    with pytest.raises(ValueError, match="eta"):
+        atlas.descent_check("sphere_interaction", eta=0.0)
+    with pytest.raises(ValueError, match="name"):
+        atlas.descent_check("no_such_form")
+
+
+def test_layer_rows_parameter_counts():
+    d, h = 12, 3
+    rows = {r["layer"]: r for r in atlas.layer_rows(dim=d, heads=h)}
+    assert rows["MultiHeadAttention"]["parameters"] == 4 * d * d
+    assert rows["ExpressiveAttention"]["parameters"] == 4 * d * d
+    assert rows["MHA2nd1st"]["parameters"] == 3 * d * d + 2 * h
+    assert rows["BiSoftmaxAttention"]["parameters"] == d * d
+    assert rows["GatedEnergyFeedforward"]["parameters"] == d * 4 * d
+    assert rows["MultiHeadAttention"]["causal"] == "yes" and rows["SigmoidAttention"]["causal"] == "no"
+    assert rows["ReLUEnergyFeedforward"]["causal"] == "n/a"
+    assert rows["MHA2nd1st"]["operator"] == "energylab.operators.mha2nd1st_update"
+
+
+def test_every_layer_is_mapped_to_a_form():
+    mapped = {cls.__name__ for cls, _, _ in atlas.LAYERS}
+    assert mapped == set(modules.__all__)
+    assert all(name in catalog.FORMS and relation for _, name, relation in atlas.LAYERS)
+
+
+def test_layer_rows_leave_the_global_generator_alone():
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    atlas.layer_rows(dim=8, heads=2)
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_markdown_cells_have_no_bare_pipes():
+    cell = atlas.latex_cell(r"\|z - W h_i\|^2 + |s|")
+    assert "|" not in cell and cell == r"$\Vert{}z - W h_i\Vert{}^2 + \vert{}s\vert{}$"
+    assert atlas.text_cell("F* = a|b_c") == r"F\* = a\|b\_c"
+    table = atlas.markdown_table([{"a": cell, "b": "x"}, {"a": "1", "b": "2"}], {"a": "A", "b": "B"})
+    lines = table.splitlines()
+    assert len(lines) == 4 and {line.count("|") for line in lines} == {3}
+
+
+def test_verify_errors_figure():
+    fig = verify_errors_figure(["f", "g", "h"], [0.0, 1e-15, 3e-3], ["gradient", "newton", "approx"])
+    assert len(fig.data) == 3 and fig.data[0].y[0] == 1e-18 and fig.data[0].customdata[0] == "0.00e+00"
+    assert fig.layout.yaxis.type == "log"
+    with pytest.raises(ValueError, match="names"):
+        verify_errors_figure(["f"], [0.0, 1.0], ["gradient"])
+    with pytest.raises(ValueError, match="kinds"):
+        verify_errors_figure(["f"], [0.0], ["other"])
+
+
+def test_chapter_claims_hopfield_and_expressive():
+    # equal-norm patterns, T = 1/beta, W = I: the Hopfield update is the elastic free-energy update
+    g = torch.Generator().manual_seed(1)
+    X = 1.3 * torch.nn.functional.normalize(torch.randn(11, 7, generator=g, dtype=torch.float64), dim=-1)
+    xi = torch.randn(5, 7, generator=g, dtype=torch.float64)
+    hop = op.hopfield_update(xi, X, 0.7)
+    ela = op.softmax_free_energy_update(xi, X, torch.eye(7, dtype=torch.float64), 1 / 0.7)
+    assert (hop - ela).abs().max() < 1e-12
+    # the full retrieval step (eta = 1) lowers the Hopfield energy
+    assert atlas.descent_check("hopfield_retrieval", eta=1.0, seed=2)["change"] < 0
+    # the EA layer is not a descent direction of F_EA: the cosine with -grad F_EA takes both signs
+    _, params = catalog.FORMS["expressive_attention"].sample(7, 5, generator=torch.Generator().manual_seed(0))
+    z = torch.randn(200, 5, generator=g, dtype=torch.float64)
+    layer = op.expressive_attention_step(z, params["H"], params["W"], params["W"]) - z
+    cos = torch.nn.functional.cosine_similarity(
+        layer, op.expressive_free_energy_update(z, params["H"], params["W"], params["T"]), dim=-1)
+    assert cos.min() < -0.1 and cos.max() > 0.1
+
+
+def test_both_table_halves_list_every_form(rows):
+    equations = atlas.equations_markdown(rows).splitlines()
+    checks = atlas.checks_markdown(rows).splitlines()
+    assert len(equations) == len(checks) == len(catalog.FORMS) + 2
+    for line_e, line_c, name in zip(equations[2:], checks[2:], catalog.FORMS):
+        assert line_e.startswith(f"| `{name}` |") and line_c.startswith(f"| `{name}` |")
+        assert line_e.count(" | ") == 3 and "$" in line_e  # 4 cells, math inside, no stray pipe
+    assert "{cite:t}`hu2025hyperset`" in atlas.checks_markdown(rows)
+    assert "{cite" not in atlas.checks_markdown(rows, cite=False)
+    assert "(order)" in atlas.checks_markdown(rows)
+
+
+def test_layers_markdown():
+    table = atlas.layers_markdown(atlas.layer_rows(dim=64, heads=4)).splitlines()
+    assert len(table) == len(atlas.LAYERS) + 2
+    assert table[4].startswith("| `MHA2nd1st` | 12,296 | yes | `mha2nd1st`: the form with W\\_O learned")
+
+
+def test_error_text():
+    assert atlas.error_text({"error": 3.14e-16, "error_kind": "relative"}) == r"$3.1\cdot 10^{-16}$"
+    assert atlas.error_text({"error": 0.0, "error_kind": "relative"}) == "$0$"
+    assert atlas.error_text({"error": 0.0172, "error_kind": "order"}) == r"$1.7\cdot 10^{-2}$ (order)"

@@ -1,0 +1,113 @@
+"""Chapter 3's identities and claims: the modern Hopfield energy, its CCCP update, one-step retrieval, and the
+quick-scale experiment on real digits (Ramsauer et al. 2021). Identities in float64."""
+import math
+
+import pytest
+import torch
+
+from energylab import catalog, energies, operators
+from energylab.experiments import hopfield as hp
+
+torch.set_default_dtype(torch.float64)
+
+
+def _patterns(seed, P=13, d=11, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return g, scale * torch.randn(P, d, generator=g)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("beta", [0.1, 1.0, 8.0])
+def test_update_decreases_the_energy_monotonically(seed, beta):
+    g, X = _patterns(seed)
+    xi = 3 * torch.randn(5, X.shape[1], generator=g)
+    states, E = hp.retrieve(xi, X, beta, steps=25)
+    assert ((E[1:] - E[:-1]) <= 1e-12 * E[:-1].abs().clamp_min(1)).all()
+    # the CCCP step is a gradient step of rate 1: ξ + (−∇E) = X softmax(β Xᵀξ)
+    assert torch.allclose(states[1], torch.softmax(beta * xi @ X.T, -1) @ X, rtol=1e-12, atol=1e-13)
+
+
+def test_update_is_minus_the_gradient():
+    assert catalog.verify("hopfield_retrieval", trials=5, generator=torch.Generator().manual_seed(0)) < 1e-10
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hopfield_energy_is_chapter_one_free_energy(seed):
+    g, X = _patterns(seed)
+    beta = 2.5
+    xi = torch.randn(4, X.shape[1], generator=g)
+    eye = torch.eye(X.shape[1])
+    lhs = energies.hopfield_energy(xi, X, beta)
+    rhs = energies.dot_product_free_energy(xi, X, eye, 1 / beta) + 0.5 * xi.pow(2).sum(-1)
+    assert torch.allclose(lhs, rhs, rtol=1e-12)
+    # equal-norm patterns: the elastic F* with W = I, T = 1/β, shifted by ½M²; the update is its η = 1 step
+    Xs = 1.7 * X / X.norm(dim=-1, keepdim=True)
+    F = energies.softmax_free_energy(xi, Xs, eye, 1 / beta)
+    assert torch.allclose(energies.hopfield_energy(xi, Xs, beta) + 0.5 * 1.7 ** 2, F, rtol=1e-12)
+    step = xi + operators.softmax_free_energy_update(xi, Xs, eye, 1 / beta)
+    assert torch.allclose(xi + operators.hopfield_update(xi, Xs, beta), step, rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_step_bound_holds_and_separated_patterns_are_retrieved_in_one_step(seed):
+    g = torch.Generator().manual_seed(seed)
+    P, d = 31, 97
+    X = torch.randint(0, 2, (P, d), generator=g).double().mul(2).sub(1) / math.sqrt(d)  # ±1/√d: unit norm
+    target = torch.arange(P)
+    flip = torch.rand(P, d, generator=g) < 0.15  # 15% of the signs flipped
+    xi = torch.where(flip, -X, X)
+    for beta in (1.0, 10.0, 60.0):
+        bound = hp.one_step_bound(xi, X, target, beta)
+        err = (xi + operators.hopfield_update(xi, X, beta) - X).norm(dim=-1)
+        assert (err <= bound * (1 + 1e-12)).all()
+    err = (xi + operators.hopfield_update(xi, X, 60.0) - X).norm(dim=-1)
+    assert (hp.one_step_bound(xi, X, target, 60.0) < 1e-3).all() and err.max() < 1e-3
+
+
+def test_self_attention_has_no_such_energy():
+    g, X = _patterns(1, P=6, d=4)
+    totals = []
+    for _ in range(15):
+        totals.append(float(energies.hopfield_energy(X, X, 1.0).sum()))
+        X = X + operators.hopfield_update(X, X, 1.0)  # every token queries all tokens: self-attention
+    assert sum(b > a + 1e-9 for a, b in zip(totals, totals[1:])) > 0
+
+
+@pytest.fixture(scope="module")
+def quick():
+    return hp.run(hp.Config(n_patterns=(10, 100), betas=(2.0, 16.0, 512.0), n_queries=40, example_patterns=100,
+                            n_examples=2))
+
+
+def test_experiment_claims_at_quick_scale(quick):
+    r = quick
+    assert r.energy_increases == 0  # CCCP: never up
+    assert r.violations == 0  # every query meeting the one-step condition was retrieved in one step
+    assert (r.accuracy[:, 0] == 0).all()  # low β: no memory is retrieved...
+    assert (r.participation[:, 0] > 0.9 * torch.tensor([10.0, 100.0])).all()  # ... the state averages them all
+    assert (r.accuracy[:, -1] >= 0.85).all()  # high β retrieves
+    assert (r.participation[:, -1] < 1.05).all()
+    assert (r.predicted <= r.one_step_accuracy + 1e-12).all()
+    assert r.own_class_weight[1, 1] > 0.5  # intermediate β, P = 100: the weight sits on the query's own class
+    assert set(r.examples["retrieved"]) == {2.0, 16.0, 512.0}
+    assert r.examples["original"].shape == (2, 28, 28)
+
+
+def test_experiment_validates():
+    with pytest.raises(ValueError, match="profile"):
+        hp.Config.preset("huge")
+    with pytest.raises(ValueError, match="corruption"):
+        hp.corrupt(torch.zeros(2, 28, 28), hp.Config(corruption="blur"), torch.Generator())
+    with pytest.raises(ValueError, match="n_patterns"):
+        hp.run(hp.Config(n_patterns=(10**6,)))
+
+
+def test_figures(quick):
+    from energylab.viz import hopfield as hopfield_viz
+
+    r = quick
+    fig = hopfield_viz.retrieval_figure(r.config.n_patterns, r.config.betas, r.accuracy, r.predicted)
+    assert len(fig.data) == 2 * len(r.config.betas) and len(fig.layout.sliders[0].steps) == 1 + len(r.config.betas)
+    assert list(fig.data[-2].y) == [round(float(v), 4) for v in r.accuracy[:, -1]]
+    fig = hopfield_viz.metastable_figure(r.config.n_patterns, r.config.betas, r.participation, r.own_class_weight)
+    assert len(fig.data) == 2
