@@ -24,6 +24,7 @@ from energylab.train import RESULTS, Results
 # experiment name -> module that implements it (imported on first use); each experiment's owner adds one line
 EXPERIMENTS = {
     "nt": "energylab.experiments.nt",  # paper 001: DPA vs expressive attention on the NT delayed-addition tasks
+    "lis": "energylab.experiments.lis",  # paper 000: MHA vs MHA2nd1st (with/without FFN) on longest increasing subsequence
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
 }
 

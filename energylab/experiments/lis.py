@@ -1,0 +1,190 @@
+"""Paper 000, Sec. 5: MHA vs MHA2nd1st (each with and without FFN) on the LIS task, over a grid of L × d.
+
+Every grid cell trains the same pre-LN decoder (:mod:`energylab.models.transformer`) with one of four variants,
+
+    MHA, MHA-only (no FFN), MHA2nd1st, MHA2nd1st-only,
+
+with cross-entropy on the answer tokens, evaluates exact match on the test set after every epoch (greedy decoding,
+computed in one teacher-forced pass, see :mod:`energylab.tasks.lis`) and reports the mean over the last
+``last_k`` evaluations, as the paper's heat maps (its Figures 1-2) do. Seeds are trained as one vmapped ensemble
+(:func:`energylab.ensemble.train_ensemble`) when there are several, else with :func:`energylab.train.train`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from energylab.ensemble import train_ensemble
+from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, count_parameters
+from energylab.modules import MHA2nd1st, MultiHeadAttention
+from energylab.tasks import lis
+from energylab.train import History, Results, TrainConfig, train
+
+# the paper's four variants: name -> (attention layer, with FFN)
+VARIANTS = {
+    "MHA": (MultiHeadAttention, True),
+    "MHA-only": (MultiHeadAttention, False),
+    "MHA2nd1st": (MHA2nd1st, True),
+    "MHA2nd1st-only": (MHA2nd1st, False),
+}
+
+
+@dataclass
+class Config:
+    lengths: tuple[int, ...] = (10, 20, 30, 40)  # task sizes L (paper: 10, 20, 30, 40)
+    dims: tuple[int, ...] = (32, 64, 128, 256)  # model widths d (paper: 32 … 256)
+    variants: tuple[str, ...] = tuple(VARIANTS)  # which of the four variants to train
+    high: int = 250  # input numbers come from [L+1, high) (Feng et al.'s range)
+    n_train: int = 51_200  # training samples per L (paper)
+    n_test: int = 5_120  # test samples per L (paper)
+    epochs: int = 300  # passes over the training set (paper)
+    batch_size: int = 128  # paper
+    lr: float = 1e-4  # AdamW learning rate (paper)
+    weight_decay: float = 0.01  # AdamW decoupled weight decay (paper)
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW (paper)
+    layers: int = 3  # paper
+    heads: int = 4  # not stated in the paper; our choice
+    dropout: float = 0.1  # paper
+    last_k: int = 5  # accuracy = mean test exact match over the last k epochs (paper: 5)
+    seeds: tuple[int, ...] = (0,)  # one model per seed; several are trained as one vmapped ensemble
+    data_seed: int = 0  # seed of the train/test draw (shared by all seeds and variants)
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    seed: int = 0  # unused beyond the registry's convention; ``seeds`` rules
+    progress: bool = True  # tqdm progress bar per run
+
+
+PROFILES = {
+    "full": Config(),
+    # One small cell a CPU trains in seconds: L = 4, d = 32, two seeds as one vmapped ensemble, 96 steps at lr 3e-3
+    # (30x the paper's, to get anywhere in a hundred steps); accuracy over the last 2 of 6 epochs.
+    "quick": Config(lengths=(4,), dims=(32,), high=24, n_train=512, n_test=256, epochs=6, batch_size=32,
+                    lr=3e-3, last_k=2, seeds=(0, 1), progress=False),
+}
+COST = {
+    "quick": "15-35 s on one CPU thread (4 variants x 2 seeds x 96 steps)",
+    "full": "paper: 2 days on 4x RTX 3090 (64 runs x 120,000 steps); resumable per run",
+}
+
+
+def make_model(config: Config, length: int, dim: int, variant: str) -> Transformer:
+    """The decoder of one grid cell and variant."""
+    attention, ffn = VARIANTS[variant]
+    cfg = TransformerConfig(vocab_size=lis.vocab_size(config.high), dim=dim, layers=config.layers,
+                            heads=config.heads, max_len=lis.seq_len(length), ffn=ffn, dropout=config.dropout)
+    return Transformer(cfg, attention)
+
+
+def make_loss_fn(length: int):
+    """(model, tokens (B, 2L+4)) -> (cross-entropy on the answer tokens, exact/answer/token metrics as 0-d tensors)."""
+
+    def loss_fn(model, tokens):
+        x, y = lis.inputs_targets(tokens, length)  # (B, 2L+3) each
+        logits = model(x)  # (B, 2L+3, V)
+        loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=lis.IGNORE)
+        return loss, {k: v.detach() for k, v in lis.exact_match(logits, y).items()}
+
+    return loss_fn
+
+
+class EpochBatches:
+    """``(step, seed) -> batch``: a fresh permutation of the training set every epoch (seeded by seed and epoch),
+    so any step's batch can be recomputed (exact resume). The last partial batch of an epoch is dropped."""
+
+    def __init__(self, tokens: torch.Tensor, batch_size: int):
+        if batch_size > tokens.shape[0]:
+            raise ValueError(f"batch_size={batch_size} exceeds the {tokens.shape[0]} training samples")
+        self.tokens, self.batch_size = tokens, batch_size
+        self.steps_per_epoch = tokens.shape[0] // batch_size
+        self._cache: dict[tuple[int, int], torch.Tensor] = {}
+
+    def __call__(self, step: int, seed: int = 0) -> torch.Tensor:
+        epoch, i = divmod(step, self.steps_per_epoch)
+        if (epoch, seed) not in self._cache:
+            self._cache = {k: v for k, v in self._cache.items() if k[0] == epoch}  # keep one epoch's perms
+            gen = torch.Generator().manual_seed(1_000_003 * seed + epoch)
+            self._cache[(epoch, seed)] = torch.randperm(self.tokens.shape[0], generator=gen)
+        idx = self._cache[(epoch, seed)][i * self.batch_size:(i + 1) * self.batch_size]
+        return self.tokens[idx]  # (batch, 2L+4)
+
+
+def make_eval_fn(tokens: torch.Tensor, length: int, batch_size: int = 1024):
+    """model -> test exact/answer/token accuracy (the engine calls it in eval mode under no_grad)."""
+
+    def eval_fn(model):
+        device = next(model.parameters()).device
+        sums = {"exact": 0.0, "answer": 0.0, "token": 0.0}
+        for start in range(0, tokens.shape[0], batch_size):
+            chunk = tokens[start:start + batch_size].to(device)
+            x, y = lis.inputs_targets(chunk, length)
+            metrics = lis.exact_match(model(x), y)
+            sums["exact"] += float(metrics["exact"]) * chunk.shape[0]
+            sums["answer"] += float(metrics["answer"]) * chunk.shape[0]
+            # token accuracy weights every sample equally (each has L + 3 answer tokens)
+            sums["token"] += float(metrics["token"]) * chunk.shape[0]
+        return {k: v / tokens.shape[0] for k, v in sums.items()}
+
+    return eval_fn
+
+
+def final_accuracy(history: History, last_k: int, name: str = "eval/exact") -> float:
+    """Mean of the last ``last_k`` evaluations of ``name`` (the paper's heat-map number)."""
+    values = history.curves[name][-last_k:]
+    return sum(values) / len(values)
+
+
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train every (L, d, variant) of the grid; Results with one History per seed and a table ``grid``."""
+    unknown = sorted(set(config.variants) - set(VARIANTS))
+    if unknown:
+        raise ValueError(f"unknown variants {unknown}; valid: {list(VARIANTS)}")
+    results = Results(experiment="lis", config=dataclasses.asdict(config))
+    rows, steps_per_epoch = [], {}
+    for length in config.lengths:
+        data = lis.make_data(length, config.n_train, config.n_test, config.high, seed=config.data_seed)
+        batches = EpochBatches(data.train, config.batch_size)
+        steps_per_epoch[str(length)] = batches.steps_per_epoch
+        train_cfg = TrainConfig(steps=config.epochs * batches.steps_per_epoch, lr=config.lr,
+                                weight_decay=config.weight_decay, betas=tuple(config.betas),
+                                log_every=batches.steps_per_epoch, eval_every=batches.steps_per_epoch,
+                                device=config.device, progress=config.progress)
+        loss_fn, eval_fn = make_loss_fn(length), make_eval_fn(data.test, length)
+        for dim in config.dims:
+            for variant in config.variants:
+                label = f"L{length}/d{dim}/{variant}"
+                run_dir = None if out_dir is None else os.path.join(out_dir, label.replace("/", "_"))
+                histories = _train_seeds(config, length, dim, variant, batches, train_cfg, loss_fn, eval_fn,
+                                         run_dir, resume)
+                accs = torch.tensor([final_accuracy(h, config.last_k) for h in histories], dtype=torch.float64)
+                for seed, history in zip(config.seeds, histories):
+                    results.histories[f"{label}/seed{seed}"] = history
+                model = make_model(config, length, dim, variant)
+                rows.append({"L": length, "d": dim, "variant": variant, "accuracy": float(accs.mean()),
+                             "accuracy_std": float(accs.std()) if len(accs) > 1 else 0.0,
+                             "attention_params_per_layer": attention_parameters(model)[0],
+                             "params": count_parameters(model)})
+                results.final[label] = float(accs.mean())
+    results.tables["grid"] = rows
+    results.extra["steps_per_epoch"] = steps_per_epoch  # L -> optimiser steps per epoch (curves are in steps)
+    return results
+
+
+def _train_seeds(config, length, dim, variant, batches, train_cfg, loss_fn, eval_fn, run_dir, resume):
+    if len(config.seeds) == 1:
+        seed = config.seeds[0]
+        torch.manual_seed(seed)  # the initial weights depend on the seed, as in the ensemble
+        model = make_model(config, length, dim, variant)
+        cfg = dataclasses.replace(train_cfg, seed=seed)
+        return [train(model, loss_fn, lambda step: batches(step, seed), cfg, eval_fn=eval_fn, out_dir=run_dir,
+                      resume=resume)]
+    with warnings.catch_warnings():
+        # vmap over F.scaled_dot_product_attention falls back to a loop on CPU and says so at every call;
+        # the result is exact, only slower
+        warnings.filterwarnings("ignore", message="There is a performance drop", category=UserWarning)
+        ensemble = train_ensemble(lambda seed: make_model(config, length, dim, variant), loss_fn, batches,
+                                  train_cfg, config.seeds, eval_fn=eval_fn, out_dir=run_dir, resume=resume)
+    return ensemble.histories
