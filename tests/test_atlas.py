@@ -114,7 +114,9 @@ def test_markdown_cells_have_no_bare_pipes():
 
 def test_verify_errors_figure():
     fig = verify_errors_figure(["f", "g", "h"], [0.0, 1e-15, 3e-3], ["gradient", "newton", "approx"])
-    assert len(fig.data) == 3 and fig.data[0].y[0] == 1e-18 and fig.data[0].customdata[0] == "0.00e+00"
+    # round-off-level errors are drawn at the floor and labelled as below it (reproducible figure JSON)
+    assert len(fig.data) == 3 and fig.data[0].y[0] == 1e-12 and fig.data[0].customdata[0] == "< 1e-12"
+    assert fig.data[1].y[0] == 1e-12 and fig.data[2].y[0] == 3e-3 and fig.data[2].customdata[0] == "3.0e-03"
     assert fig.layout.yaxis.type == "log"
     with pytest.raises(ValueError, match="names"):
         verify_errors_figure(["f"], [0.0, 1.0], ["gradient"])
@@ -160,6 +162,7 @@ def test_layers_markdown():
 
 
 def test_error_text():
-    assert atlas.error_text({"error": 3.14e-16, "error_kind": "relative"}) == r"$3.1\cdot 10^{-16}$"
-    assert atlas.error_text({"error": 0.0, "error_kind": "relative"}) == "$0$"
+    assert atlas.error_text({"error": 3.14e-16, "error_kind": "relative"}) == r"$<10^{-12}$"
+    assert atlas.error_text({"error": 0.0, "error_kind": "relative"}) == r"$<10^{-12}$"
+    assert atlas.error_text({"error": 2.5e-9, "error_kind": "relative"}) == r"$2.5\cdot 10^{-9}$"
     assert atlas.error_text({"error": 0.0172, "error_kind": "order"}) == r"$1.7\cdot 10^{-2}$ (order)"

@@ -57,3 +57,11 @@ def test_temperature_slider_weights_sum_to_one():
         assert abs(sum(ys) - 1.0) < 1e-3
     hot = steps[2].args[0]["y"][0]
     assert max(hot) - min(hot) < 0.35 and steps[0].args[0]["y"][0][0] > 0.99  # uniform-ish vs argmax
+
+
+def test_format_error_hides_round_off_digits_only():
+    assert energylab.format_error(3.3e-16) == "< 1e-12"
+    assert energylab.format_error(0.0) == "< 1e-12"
+    assert energylab.format_error(2.51e-9) == "2.5e-09"
+    assert energylab.format_error(float("nan")) == "nan"
+    assert energylab.format_error(5e-7, floor=1e-6) == "< 1e-06"
