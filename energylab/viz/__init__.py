@@ -71,4 +71,29 @@ def line_figure(x, ys: dict, title: str, xaxis: str, yaxis: str, log_y: bool = F
     return fig
 
 
-__all__ = ["BookRenderer", "use_book_renderer", "line_figure", "PALETTE"]
+def live_figure(draw, **controls):
+    """ipywidgets controls that redraw a plotly figure whenever one of them changes (needs a kernel).
+
+    ``draw(**values) -> go.Figure`` is called with the current value of every control; ``controls`` maps the
+    keyword names to ipywidgets (sliders, dropdowns). Returns a VBox: the controls in a row, the figure below.
+    The static website shows the saved state; the chapters pair each live control with a plotly-slider figure
+    that works without a kernel.
+    """
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    out = widgets.Output()
+
+    def redraw(change=None):
+        fig = draw(**{name: control.value for name, control in controls.items()})
+        out.clear_output(wait=True)
+        with out:
+            display(fig)
+
+    for control in controls.values():
+        control.observe(redraw, names="value")
+    redraw()
+    return widgets.VBox([widgets.HBox(list(controls.values())), out])
+
+
+__all__ = ["BookRenderer", "use_book_renderer", "line_figure", "live_figure", "PALETTE"]

@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from energylab.viz import PALETTE
+from energylab.viz import PALETTE, live_figure
 
 __all__ = ["landscape_figure", "landscape_explorer", "energy_curves", "objectives_figure"]
 
@@ -76,26 +76,17 @@ def landscape_figure(surface: Surface, path: Path, tokens: np.ndarray, temperatu
 def landscape_explorer(surface: Surface, path: Path, tokens: np.ndarray, T: float = 1.0, eta: float = 1.0):
     """ipywidgets sliders for T and η that recompute the surface and the path live (needs a kernel)."""
     import ipywidgets as widgets
-    from IPython.display import display
 
-    out = widgets.Output()
+    def draw(T, eta):
+        fig = landscape_figure(surface, path, tokens, [T], [eta], title=f"T = {T:.3g}, η = {eta:.2f}")
+        fig.update_layout(sliders=[])
+        return fig
+
     t_slider = widgets.FloatLogSlider(value=T, base=10, min=-1.3, max=1.0, step=0.05, description="T",
                                       continuous_update=False)
     e_slider = widgets.FloatSlider(value=eta, min=0.05, max=3.0, step=0.05, description="η",
                                    continuous_update=False)
-
-    def redraw(change=None):
-        fig = landscape_figure(surface, path, tokens, [t_slider.value], [e_slider.value],
-                               title=f"T = {t_slider.value:.3g}, η = {e_slider.value:.2f}")
-        fig.update_layout(sliders=[])
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
-
-    t_slider.observe(redraw, names="value")
-    e_slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([widgets.HBox([t_slider, e_slider]), out])
+    return live_figure(draw, T=t_slider, eta=e_slider)
 
 
 def energy_curves(curves: dict[str, Sequence[float]], title: str, yaxis: str = "energy",

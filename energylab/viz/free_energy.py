@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import plotly.graph_objects as go
 import torch
 
-from energylab.viz import PALETTE
+from energylab.viz import PALETTE, live_figure
 
 
 def _entropy(p: torch.Tensor) -> float:
@@ -75,48 +75,35 @@ def descent_curves(curves: dict[float, Sequence[float]], title: str, yaxis: str 
 def temperature_explorer(E: torch.Tensor, t_min: float = 0.02, t_max: float = 50.0):
     """ipywidgets version of :func:`weights_vs_temperature`: a log-scale slider that recomputes the weights."""
     import ipywidgets as widgets
-    from IPython.display import display
 
     from energylab.energies import boltzmann_weights
 
     E = E.detach().double().flatten()
-    out = widgets.Output()
-    slider = widgets.FloatLogSlider(value=1.0, base=10, min=math.log10(t_min), max=math.log10(t_max), step=0.05,
-                                    description="T", continuous_update=False)
 
-    def redraw(change=None):
-        p = boltzmann_weights(E, slider.value)
+    def draw(T):
+        p = boltzmann_weights(E, T)
         fig = go.Figure(go.Bar(x=[f"h{i + 1}" for i in range(E.numel())], y=[float(v) for v in p],
                                marker_color=PALETTE[0]))
-        fig.update_layout(title=f"T = {slider.value:.3g}, entropy {_entropy(p):.3f}", yaxis={"range": [0, 1]},
+        fig.update_layout(title=f"T = {T:.3g}, entropy {_entropy(p):.3f}", yaxis={"range": [0, 1]},
                           height=320, margin={"t": 50})
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        return fig
 
-    slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([slider, out])
+    slider = widgets.FloatLogSlider(value=1.0, base=10, min=math.log10(t_min), max=math.log10(t_max), step=0.05,
+                                    description="T", continuous_update=False)
+    return live_figure(draw, T=slider)
 
 
 def descent_explorer(run: Callable[[float], Sequence[float]], eta: float = 0.5, eta_max: float = 2.5):
     """ipywidgets control: re-run a descent ``run(η) -> energies`` live and plot the energies."""
     import ipywidgets as widgets
-    from IPython.display import display
 
-    out = widgets.Output()
+    def draw(eta):
+        ys = [float(v) for v in run(eta)]
+        fig = go.Figure(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines+markers", line={"color": PALETTE[1]}))
+        fig.update_layout(title=f"η = {eta:.2f}", xaxis_title="iteration k", yaxis_title="energy",
+                          height=320, margin={"t": 50})
+        return fig
+
     slider = widgets.FloatSlider(value=eta, min=0.05, max=eta_max, step=0.05, description="η",
                                  continuous_update=False)
-
-    def redraw(change=None):
-        ys = [float(v) for v in run(slider.value)]
-        fig = go.Figure(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines+markers", line={"color": PALETTE[1]}))
-        fig.update_layout(title=f"η = {slider.value:.2f}", xaxis_title="iteration k", yaxis_title="energy",
-                          height=320, margin={"t": 50})
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
-
-    slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([slider, out])
+    return live_figure(draw, eta=slider)

@@ -10,7 +10,7 @@ from typing import Callable, Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from energylab.viz import PALETTE
+from energylab.viz import PALETTE, live_figure
 
 METHOD_COLORS = {"gradient": PALETTE[0], "Newton (Att2nd)": PALETTE[1], "1st-order (Att2nd1st)": PALETTE[2]}
 
@@ -71,25 +71,18 @@ def newton_explorer(run: Callable[[float], Mapping[str, Sequence[float]]], t_min
     import math
 
     import ipywidgets as widgets
-    from IPython.display import display
 
-    out = widgets.Output()
-    slider = widgets.FloatLogSlider(value=value, base=10, min=math.log10(t_min), max=math.log10(t_max), step=0.05,
-                                    description="T", continuous_update=False)
-
-    def redraw(change=None):
+    def draw(T):
         fig = go.Figure()
-        _gradient_norm_traces(fig, run(slider.value))
-        fig.update_layout(title=f"T = {slider.value:.3g}", xaxis_title="iteration k", yaxis_title="‖∇F*(z_k)‖",
+        _gradient_norm_traces(fig, run(T))
+        fig.update_layout(title=f"T = {T:.3g}", xaxis_title="iteration k", yaxis_title="‖∇F*(z_k)‖",
                           height=340, margin={"t": 50})
         fig.update_yaxes(type="log", exponentformat="power")
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        return fig
 
-    slider.observe(redraw, names="value")
-    redraw()
-    return widgets.VBox([slider, out])
+    slider = widgets.FloatLogSlider(value=value, base=10, min=math.log10(t_min), max=math.log10(t_max), step=0.05,
+                                    description="T", continuous_update=False)
+    return live_figure(draw, T=slider)
 
 
 VARIANT_COLORS = {"MHA": PALETTE[0], "MHA-only": PALETTE[5], "MHA2nd1st": PALETTE[1], "MHA2nd1st-only": PALETTE[4]}
