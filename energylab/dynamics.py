@@ -261,5 +261,15 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     return Trajectory(t=t, x=torch.stack(saved))  # (T,), (T, B, N, d)
 
 
+def simulate_preset(n: int = 64, beta: float = 1.0, preset: str = "identity", heads: int = 1, step: float = 0.1,
+                    steps: int = 200, normalized: bool = True, causal: bool = False, seed: int = 0, d: int = 3,
+                    batch: int = 1, hemisphere: bool = False, dtype=torch.float64) -> Trajectory:
+    """One call from knobs to a trajectory: uniform tokens (``random_tokens``) moved by ``preset_weights``."""
+    x0 = random_tokens(batch, n, d, seed=seed, hemisphere=hemisphere, dtype=dtype)
+    config = FlowConfig(beta=beta, normalized=normalized, causal=causal, step=step, steps=steps)
+    return simulate(x0, preset_weights(preset, d, heads=heads, seed=seed, dtype=dtype), config)
+
+
 __all__ = ["SphereWeights", "PRESETS", "preset_weights", "random_tokens", "tangent", "velocity", "energy",
-           "FlowConfig", "Trajectory", "normalize", "simulate"]
+           "FlowConfig", "Trajectory", "normalize", "simulate",
+           "simulate_preset"]
