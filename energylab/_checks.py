@@ -20,9 +20,15 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> tor
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if x.dim() not in allowed:
             raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dims, got shape {tuple(x.shape)}")
-    if not torch.isfinite(x).all():
+    # under torch.func transforms (vmap over a seed ensemble) a value test would be data-dependent control flow
+    if not _functorch_active() and not torch.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or inf")
     return x
+
+
+def _functorch_active() -> bool:
+    active = getattr(torch._C, "_are_functorch_transforms_active", None)
+    return bool(active and active())
 
 
 def check_positive(name: str, value) -> None:

@@ -12,6 +12,9 @@ from typing import Callable
 
 # section name -> module name inside energylab.bench; each section owner adds one line here
 SECTIONS = {
+    "attention": "attention",  # forward+backward time and peak memory of each layer vs SDPA attention (issue 3)
+    "engine": "engine",  # training loop overhead vs bare PyTorch; seed-ensemble speed-up (issue 4)
+    "sudoku": "sudoku",  # generation and solving throughput vs a plain recursive solver
 }
 
 

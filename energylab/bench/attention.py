@@ -1,0 +1,148 @@
+"""Forward+backward time and activation memory of every layer of :mod:`energylab.modules`.
+
+Each time is a ratio (median and ratio of minima) to a plain SDPA multi-head attention (qkv projection, ``F.scaled_dot_product_attention``,
+output projection) measured in the same run, in alternation with the layer (so that load from other processes
+hits both): median over ``repeats`` after warm-up, forward + backward. Memory is what autograd
+saves for the backward pass (unique storages, measured with ``saved_tensors_hooks``; on CUDA the peak allocated
+memory is reported as well), and ``n2_units`` expresses it in units of one (B, H, N, N) float tensor, so the
+O(B·H·N²) + O(B·N·d) budget can be read off directly.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from energylab import modules as M
+from energylab.bench import median_time
+
+# (layer name, constructor taking (dim, heads), target ratio to the SDPA reference from issue 3, or None)
+LAYERS = [
+    ("MultiHeadAttention", lambda d, h: M.MultiHeadAttention(d, h, causal=False), 1.1),
+    ("torch.nn.MultiheadAttention", lambda d, h: _TorchMHA(d, h), None),
+    ("ExpressiveAttention", lambda d, h: M.ExpressiveAttention(d, h, causal=False), 1.5),
+    ("MHA2nd1st", lambda d, h: M.MHA2nd1st(d, h, causal=False), 3.0),
+    ("BiSoftmaxAttention", lambda d, h: M.BiSoftmaxAttention(d, h), 2.0),
+    ("SigmoidAttention", lambda d, h: M.SigmoidAttention(d, h), None),
+    ("KernelLinearAttention", lambda d, h: M.KernelLinearAttention(d, h), None),
+    ("ReLUEnergyFeedforward", lambda d, h: M.ReLUEnergyFeedforward(d), None),
+    ("SoftmaxEnergyFeedforward", lambda d, h: M.SoftmaxEnergyFeedforward(d), None),
+    ("GatedEnergyFeedforward", lambda d, h: M.GatedEnergyFeedforward(d), None),
+]
+
+
+class _ReferenceMHA(nn.Module):
+    """The reference: the shortest correct SDPA multi-head attention, no validation."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        q, k, v = (t.unflatten(-1, (self.heads, -1)).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        return self.out(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).flatten(-2))
+
+
+class _TorchMHA(nn.Module):
+    """torch.nn.MultiheadAttention as a self-attention layer x -> x, for comparison."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(dim, heads, bias=False, batch_first=True)
+
+    def forward(self, x):
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+def saved_bytes(layer: nn.Module, x: torch.Tensor) -> int:
+    """Bytes of the unique storages autograd saves for the backward pass of layer(x)."""
+    storages = {}
+
+    def pack(t):
+        if t.device.type != "meta":
+            s = t.untyped_storage()
+            storages[(s.data_ptr(), t.device)] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        layer(x).sum()
+    return sum(storages.values())
+
+
+def _fwd_bwd(layer: nn.Module, x: torch.Tensor):
+    def step():
+        layer.zero_grad(set_to_none=True)
+        layer(x).sum().backward()
+        if x.device.type == "cuda":
+            torch.cuda.synchronize()
+    return step
+
+
+def _peak_cuda_bytes(layer, x) -> int | None:
+    if x.device.type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    _fwd_bwd(layer, x)()
+    return torch.cuda.max_memory_allocated() - base
+
+
+def paired_ratio(reference, candidate, repeats: int, warmup: int = 2) -> tuple[float, float]:
+    """(median ratio, min ratio) of candidate to reference times, measured in alternation (load drifts cancel).
+
+    On a shared machine other processes only ever add time, so the ratio of minima is the steadier number.
+    """
+    for _ in range(warmup):
+        reference()
+        candidate()
+    ref_times, times = [], []
+    for _ in range(repeats):
+        ref_times.append(median_time(reference, repeats=1, warmup=0))
+        times.append(median_time(candidate, repeats=1, warmup=0))
+    ref_times.sort()
+    times.sort()
+    return times[len(times) // 2] / ref_times[len(ref_times) // 2], times[0] / ref_times[0]
+
+
+def run(quick: bool, device: str = "cpu") -> list[dict]:
+    """Rows for (batch 8, dim 256, heads 8) at 256 and 1024 tokens (quick: batch 2, dim 64, heads 4, 64 tokens)."""
+    batch, dim, heads = (2, 64, 4) if quick else (8, 256, 8)
+    token_counts = (64,) if quick else (256, 1024)
+    repeats = 3 if quick else 10
+    rows = []
+    for n_tokens in token_counts:
+        torch.manual_seed(0)
+        x = torch.randn(batch, n_tokens, dim, device=device)
+        reference = _ReferenceMHA(dim, heads).to(device)
+        ref_step = _fwd_bwd(reference, x)
+        ref_bytes = saved_bytes(reference, x)
+        n2_bytes = batch * heads * n_tokens * n_tokens * x.element_size()
+        rows.append(_row("SDPA reference", n_tokens, (1.0, 1.0), ref_bytes, ref_bytes, n2_bytes, None,
+                         _peak_cuda_bytes(reference, x)))
+        for name, make, target in LAYERS:
+            layer = make(dim, heads).to(device)
+            ratio = paired_ratio(ref_step, _fwd_bwd(layer, x), repeats=repeats)
+            rows.append(_row(name, n_tokens, ratio, saved_bytes(layer, x), ref_bytes, n2_bytes, target,
+                             _peak_cuda_bytes(layer, x)))
+    return rows
+
+
+def _row(name, n_tokens, ratios, nbytes, ref_bytes, n2_bytes, target, cuda_peak) -> dict:
+    ratio, ratio_min = ratios
+    row = {
+        "layer": name,
+        "tokens": n_tokens,
+        "time_ratio": round(ratio, 3),
+        "ratio_of_min": round(ratio_min, 3),
+        "target": "" if target is None else f"<= {target}",
+        "met": "" if target is None else ("yes" if ratio_min <= target else "NO"),  # judged on the steadier ratio
+        "saved_MB": round(nbytes / 2**20, 1),
+        "saved_ratio": round(nbytes / ref_bytes, 2),
+        "n2_units": round(nbytes / n2_bytes, 2),
+    }
+    if cuda_peak is not None:
+        row["cuda_peak_MB"] = round(cuda_peak / 2**20, 1)
+    return row

@@ -1,0 +1,130 @@
+"""The catalog: every attention form as an (energy, operator) pair, and ``verify`` that checks the pair.
+
+``FORMS[name]`` is an :class:`AttentionForm`. ``verify(name)`` draws random float64 instances with the form's
+``sample`` and returns the largest relative error of its operator against autograd on its energy:
+
+- ``kind == "gradient"``: update = −∇E (on-sphere forms: −P_x ∇E, the tangent part);
+- ``kind == "newton"``:   update = −[∇²E]⁻¹ ∇E (Hessian from ``torch.autograd.functional.hessian``);
+- ``kind == "approx"``:   update approximates the exact form ``reference`` with an error of order ``order`` in a
+  correction size s; ``verify`` shrinks s geometrically (``shrink(params, s)``), fits the log-log slope of the
+  relative error and returns |slope − order| / order (a relative error of the *order*).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+import torch
+
+from energylab import operators as op
+
+__all__ = ["Equation", "AttentionForm", "FORMS", "register", "verify", "reference_update", "approx_slope"]
+
+
+class Equation(NamedTuple):
+    """LaTeX of a form, for the Atlas table."""
+
+    energy: str  # the energy E(x; params)
+    update: str  # the operator it induces (the direction of one step)
+
+
+@dataclass(frozen=True)
+class AttentionForm:
+    """One attention (or feedforward) form: its energy, its operator and how to draw a valid instance."""
+
+    name: str  # key in FORMS
+    paper: str  # bibtex key in book/references.bib
+    equation: Equation  # LaTeX of the energy and of the update
+    kind: str  # "gradient" | "newton" | "approx"
+    energy: Callable[..., torch.Tensor]  # energy(x, **params) -> scalar tensor
+    update: Callable[..., torch.Tensor]  # update(x, **params) -> tensor shaped like x
+    sample: Callable[..., tuple]  # sample(n_tokens, dim, generator=None, dtype=float64) -> (x, params)
+    note: str = ""  # what is exact, what is an identification or an approximation
+    on_sphere: bool = False  # x lives on a sphere: the update is the tangent part of −∇E
+    reference: str | None = None  # approx only: the exact form it approximates
+    order: int | None = None  # approx only: error = O(s^order) in the correction size s
+    shrink: Callable[[dict, float], dict] | None = None  # approx only: params with the correction scaled by s
+
+
+# ----------------------------------------------------------------------------- the registry
+FORMS: dict[str, AttentionForm] = {}
+
+
+def register(form: AttentionForm) -> AttentionForm:
+    """Add a form to FORMS (names are unique; kind and approx fields are checked)."""
+    if form.name in FORMS:
+        raise ValueError(f"form {form.name!r} is already registered")
+    if form.kind not in ("gradient", "newton", "approx"):
+        raise ValueError(f"kind must be 'gradient', 'newton' or 'approx', got {form.kind!r}")
+    if form.kind == "approx" and (form.reference is None or form.order is None or form.shrink is None):
+        raise ValueError(f"approx form {form.name!r} needs reference, order and shrink")
+    FORMS[form.name] = form
+    return form
+
+
+# ----------------------------------------------------------------------------- verification
+def _flat_grad_hessian(energy: Callable, x: torch.Tensor, params: dict, hessian: bool):
+    x = x.detach().clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(energy(x, **params), x)
+    if not hessian:
+        return g, None
+    h = torch.autograd.functional.hessian(lambda y: energy(y, **params), x.detach())
+    return g, h.reshape(x.numel(), x.numel())
+
+
+def reference_update(form: AttentionForm, x: torch.Tensor, params: dict) -> torch.Tensor:
+    """What ``form.update`` must equal, computed by autograd on ``form.energy`` (gradient / newton kinds)."""
+    if form.kind == "gradient":
+        g, _ = _flat_grad_hessian(form.energy, x, params, hessian=False)
+        if form.on_sphere:
+            g = op.tangent_projection(x, g)
+        return -g
+    if form.kind == "newton":
+        g, h = _flat_grad_hessian(form.energy, x, params, hessian=True)
+        return -torch.linalg.solve(h, g.reshape(-1)).reshape(x.shape)
+    raise ValueError(f"form {form.name!r} has kind {form.kind!r}: no autograd reference (use verify)")
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm().clamp_min(torch.finfo(b.dtype).tiny))
+
+
+def approx_slope(form: AttentionForm, x: torch.Tensor, params: dict, scales=(1e-3, 5e-4, 2.5e-4, 1.25e-4)) -> float:
+    """Fitted log-log slope of the relative error of ``form`` against its exact ``reference`` as s shrinks."""
+    exact = FORMS[form.reference]
+    errs = []
+    for s in scales:
+        p = form.shrink(params, s)
+        errs.append(_relative_error(form.update(x, **p), exact.update(x, **p)))
+    log_s = torch.log(torch.tensor(scales, dtype=torch.float64))
+    log_e = torch.log(torch.tensor(errs, dtype=torch.float64))
+    centred = log_s - log_s.mean()
+    return float((centred * (log_e - log_e.mean())).sum() / centred.pow(2).sum())
+
+
+def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
+           n_tokens: int = 7, dim: int = 5) -> float:
+    """Largest relative error of ``FORMS[name]``'s operator over ``trials`` random float64 instances.
+
+    gradient/newton kinds: ‖update − reference‖ / ‖reference‖ with the reference from autograd;
+    approx kind: |fitted order − stated order| / stated order (see the module docstring).
+    """
+    if name not in FORMS:
+        raise ValueError(f"name must be one of {sorted(FORMS)}, got {name!r}")
+    if not isinstance(trials, int) or trials < 1:
+        raise ValueError(f"trials must be a positive int, got {trials!r}")
+    form = FORMS[name]
+    worst = 0.0
+    for _ in range(trials):
+        x, params = form.sample(n_tokens, dim, generator=generator, dtype=torch.float64)
+        if form.kind == "approx":
+            err = abs(approx_slope(form, x, params) - form.order) / form.order
+        else:
+            err = _relative_error(form.update(x, **params), reference_update(form, x, params))
+        worst = max(worst, err)
+    return worst
+
+
+# The forms register themselves on import (kept in their own module to keep this one short).
+from energylab import catalog_forms as _catalog_forms  # noqa: E402,F401
+from energylab.catalog_forms import sample_sphere_tokens  # noqa: E402,F401

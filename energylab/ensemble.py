@@ -1,0 +1,256 @@
+"""Seed ensembles: train S copies of a small model, one per seed, as one batched computation.
+
+The papers average their curves over 5-16 seeds. For a small model one optimiser step costs mostly Python and
+kernel-launch overhead, so S sequential runs waste S times that overhead. Here the S models' parameters are
+stacked along a new leading dimension (``torch.func.stack_module_state``), ``torch.func.vmap`` runs the S
+forward passes as one batched computation, and one backward pass of Σ_s L_s gives every member its own gradient
+(members share no parameters):
+
+    θ_s ← OptStep(θ_s, ∇_θ L(θ_s; batch_s)),   s = 1..S,
+
+with an elementwise optimiser (AdamW, SGD with momentum) applied to the stacked tensors, which is exactly S
+independent optimisers. Gradient clipping uses each member's own global norm. Evaluation runs member by member
+through the ordinary ``eval_fn(model)``. Models that cannot be vmapped (data-dependent control flow, in-place
+updates of buffers) fall back to S sequential :func:`energylab.train.train` runs.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from energylab._setup import choose_device, seed_everything
+from energylab.train import (CHECKPOINT, History, TrainConfig, TrainingDiverged, _evaluate, _progress, _to_device,
+                             check_config, config_fingerprint, get_rng_state, load_checkpoint, lr_multiplier,
+                             make_optimizer, prepare_out_dir, save_checkpoint, set_rng_state, train)
+
+
+@dataclass
+class Ensemble:
+    """The outcome of :func:`train_ensemble`: one trained model and one History per seed."""
+
+    seeds: list[int]
+    models: list[nn.Module]
+    histories: list[History]
+    vmapped: bool  # False when the sequential fallback ran
+
+    def curve(self, name: str) -> tuple[list[int], torch.Tensor]:
+        """Steps and an (S, T) tensor of the curve ``name`` across members."""
+        return curve_stack(self.histories, name)
+
+
+def curve_stack(histories: Sequence[History], name: str) -> tuple[list[int], torch.Tensor]:
+    """Stack curve ``name`` of several histories (same steps) into an (S, T) float64 tensor."""
+    steps = histories[0].steps[name]
+    if any(h.steps[name] != steps for h in histories):
+        raise ValueError(f"curve {name!r} was logged at different steps across histories")
+    return steps, torch.tensor([h.curves[name] for h in histories], dtype=torch.float64)
+
+
+class _LossModule(nn.Module):
+    """Lets ``functional_call`` run ``loss_fn(model, batch)`` with swapped-in parameters."""
+
+    def __init__(self, model: nn.Module, loss_fn):
+        super().__init__()
+        self.model = model
+        self.loss_fn = loss_fn
+
+    def forward(self, batch):
+        return self.loss_fn(self.model, batch)
+
+
+def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Callable[[int, int], Any],
+                   config: TrainConfig, seeds: Sequence[int], *,
+                   eval_fn: Callable[[nn.Module], dict] | None = None,
+                   after_step: Callable[[dict[str, torch.Tensor], int], None] | None = None,
+                   out_dir: str | None = None, resume: bool = False, vmapped: bool | str = "auto") -> Ensemble:
+    """Train one model per seed; equals ``[train(make_model(s), ...) for s in seeds]`` up to float rounding.
+
+    Args:
+        make_model: ``seed -> model``; called right after ``seed_everything(seed)``.
+        loss_fn: ``(model, batch) -> (loss, metrics)`` as for :func:`~energylab.train.train`, except that every
+            metric must be a 0-d tensor (vmap cannot return Python numbers).
+        batches: ``(step, seed) -> batch`` for member ``seed``; the members' batches are stacked on a new dim 0.
+        config: a :class:`~energylab.train.TrainConfig` (``config.seed`` is ignored: ``seeds`` rule; no
+            ``epochs``, AMP, compile or DDP here).
+        seeds: the S seeds.
+        eval_fn: ``model -> metrics``, called for each member model in turn.
+        after_step: ``(params, step)`` with ``params`` the dict name -> stacked (S, ...) parameter tensors
+            (modify them in place under ``torch.no_grad()``), after every optimiser step.
+        out_dir, resume: checkpoints as in :func:`~energylab.train.train`.
+        vmapped: True (must vmap), False (sequential runs) or "auto" (vmap, fall back to sequential on error).
+    """
+    check_config(config)
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be a non-empty list of distinct ints, got {seeds}")
+    if config.epochs is not None:
+        raise ValueError("train_ensemble counts steps; set config.steps, not config.epochs")
+    if vmapped not in (True, False, "auto"):
+        raise ValueError(f"vmapped must be True, False or 'auto', got {vmapped!r}")
+    if out_dir is not None:
+        prepare_out_dir(out_dir)
+    if vmapped is False:
+        return _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume)
+    try:
+        return _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume)
+    except _NotVmappable as err:
+        if vmapped is True:
+            raise ValueError(f"this model cannot be trained under vmap: {err.__cause__}") from err.__cause__
+        warnings.warn(f"vmap failed ({err.__cause__}); training the {len(seeds)} seeds one after another")
+        return _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume)
+
+
+class _NotVmappable(Exception):
+    pass
+
+
+def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume) -> Ensemble:
+    device = choose_device(config.device)
+    models = []
+    for seed in seeds:
+        seed_everything(seed)
+        models.append(make_model(seed).to(device))
+    params, buffers = stack_module_state(models)  # name -> (S, ...) leaf tensors
+    wrapper = _LossModule(copy.deepcopy(models[0]).to("meta"), loss_fn)
+    prefixed = {f"model.{k}": v for k, v in params.items()}
+    prefixed_buffers = {f"model.{k}": v for k, v in buffers.items()}
+
+    def member(p, b, batch):
+        return functional_call(wrapper, (p, b), (batch,))
+
+    # vmap only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
+    # gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad)
+    forward = vmap(member, in_dims=(0, 0, 0), randomness="different")
+    optimizer = make_optimizer(list(params.values()), config)
+    histories, windows, start = [History() for _ in seeds], [{} for _ in seeds], 0
+    ckpt = out_dir is not None and os.path.exists(os.path.join(out_dir, CHECKPOINT))
+    if resume and ckpt:
+        state = load_checkpoint(out_dir, config)
+        if state.get("seeds") != seeds or set(state.get("params", {})) != set(params):
+            raise ValueError(f"{state['path']} does not match this ensemble (seeds or parameter names differ)")
+        with torch.no_grad():
+            for k, v in params.items():
+                if state["params"][k].shape != v.shape:
+                    raise ValueError(f"{state['path']} does not match the model: {k} has shape "
+                                     f"{tuple(state['params'][k].shape)}, expected {tuple(v.shape)}")
+                v.copy_(state["params"][k])
+            for k, v in buffers.items():
+                v.copy_(state["buffers"][k])
+        optimizer.load_state_dict(state["optimizer"])
+        histories = [History.from_dict(h) for h in state["histories"]]
+        windows, start = state["windows"], state["step"]
+        set_rng_state(state["rng"])
+    elif resume is False or not ckpt:
+        seed_everything(seeds[0])
+    schedule = lr_multiplier(config, config.steps)
+    bar = _progress(config.progress, config.steps, start)
+    if start == 0 and config.eval_at_start and eval_fn is not None:
+        _eval_members(models, params, buffers, eval_fn, histories, 0)
+    for step in range(start, config.steps):
+        batch = _stack([_to_device(batches(step, s), device) for s in seeds])
+        try:
+            loss, metrics = forward(prefixed, prefixed_buffers, batch)  # loss: (S,)
+        except Exception as err:  # noqa: BLE001 - any failure inside vmap means: not vmappable
+            if step == start:
+                raise _NotVmappable() from err
+            raise
+        values = loss.detach().tolist()
+        bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
+        if bad:
+            raise TrainingDiverged(f"loss is not finite at step {step} (0-based) for seeds {bad}", step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        if config.grad_clip is not None:
+            _clip_per_member([p.grad for p in params.values()], config.grad_clip)
+        for group in optimizer.param_groups:
+            group["lr"] = config.lr * schedule(step)
+        optimizer.step()
+        if after_step is not None:
+            after_step(params, step)
+
+        done = step + 1
+        member_metrics = {k: v.detach().tolist() for k, v in metrics.items()}
+        for i, window in enumerate(windows):
+            for name, v in [("loss", values[i])] + [(k, v[i]) for k, v in member_metrics.items()]:
+                window[name] = window.get(name, 0.0) + v
+            window["_n"] = window.get("_n", 0) + 1
+            if done % config.log_every == 0 or done == config.steps:
+                n = window.pop("_n")
+                histories[i].log(done, {k: v / n for k, v in window.items()})
+                window.clear()
+        if eval_fn is not None and ((config.eval_every and done % config.eval_every == 0) or done == config.steps):
+            _eval_members(models, params, buffers, eval_fn, histories, done)
+        if out_dir is not None and ((config.checkpoint_every and done % config.checkpoint_every == 0)
+                                    or done == config.steps):
+            save_checkpoint(out_dir, {
+                "step": done, "seeds": seeds, "params": {k: v.detach() for k, v in params.items()},
+                "buffers": dict(buffers), "optimizer": optimizer.state_dict(),
+                "histories": [h.to_dict() for h in histories], "windows": [dict(w) for w in windows],
+                "rng": get_rng_state(), "fingerprint": config_fingerprint(config)})
+        bar.update(1)
+        if not bar.disable and histories[0].curves:
+            bar.set_postfix({"loss(mean)": f"{sum(values) / len(values):.4g}"}, refresh=False)
+    bar.close()
+    _unstack_into(models, params, buffers)
+    return Ensemble(seeds, models, histories, vmapped=True)
+
+
+def _stack(batches: list):
+    """Stack the members' batches (tensors, or tuples/lists/dicts of them) along a new dim 0."""
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(batches)
+    if isinstance(first, (list, tuple)):
+        return type(first)(_stack([b[i] for b in batches]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _stack([b[k] for b in batches]) for k in first}
+    raise TypeError(f"ensemble batches must be tensors or tuples/lists/dicts of tensors, got {type(first).__name__}")
+
+
+def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
+    """Scale each member's gradients by min(1, max_norm / ‖g_s‖), as clip_grad_norm_ does per model."""
+    sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (S,)
+    coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+
+
+def _unstack_into(models, params, buffers) -> None:
+    with torch.no_grad():
+        for i, model in enumerate(models):
+            for name, p in model.named_parameters():
+                p.copy_(params[name][i])
+            for name, b in model.named_buffers():
+                b.copy_(buffers[name][i])
+
+
+def _eval_members(models, params, buffers, eval_fn, histories, done) -> None:
+    _unstack_into(models, params, buffers)
+    for model, history in zip(models, histories):
+        history.log(done, _evaluate(model, eval_fn), prefix="eval/")
+
+
+def _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume) -> Ensemble:
+    models, histories = [], []
+    for seed in seeds:
+        seed_everything(seed)
+        model = make_model(seed)
+        hook = None
+        if after_step is not None:
+            def hook(m, step):  # the same (S=1, ...) view of the parameters the vmapped path passes
+                views = {k: v.unsqueeze(0) for k, v in m.named_parameters()}
+                after_step(views, step)
+        cfg = TrainConfig(**{**config.__dict__, "seed": seed})
+        sub = None if out_dir is None else os.path.join(out_dir, f"seed{seed}")
+        histories.append(train(model, loss_fn, lambda step, s=seed: batches(step, s), cfg, eval_fn=eval_fn,
+                               after_step=hook, out_dir=sub, resume=resume))
+        models.append(model)
+    return Ensemble(seeds, models, histories, vmapped=False)

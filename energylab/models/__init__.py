@@ -1,0 +1,1 @@
+"""Full models built from energylab.modules: one module per model family."""

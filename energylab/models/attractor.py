@@ -1,0 +1,200 @@
+"""Bare self-attention as an attractor network of vector spins (D'Amico & Negri, 2024).
+
+Tokens are spins x_i in S^{d-1}, i = 1..N, coupled by position-dependent matrices J_ij (d x d, J_ii = 0).
+Token i has its own *local* energy (paper eq. 4, with the inverse temperature lambda of app. V-B)
+
+    e_i(x) = -(1/lambda) log sum_{j != i} exp(lambda x_i^T J_ij x_j),
+
+and the self-attention update is its negative gradient with respect to x_i alone (eq. 3):
+
+    h_i = -de_i/dx_i = sum_{j != i} alpha_ij J_ij x_j,   alpha_ij = softmax_{j != i}(lambda x_i^T J_ij x_j).
+
+Both formulas live once in the library, as the catalog form ``local_self_attention``:
+:func:`energylab.energies.local_energies` and :func:`energylab.operators.local_attention_update`. This
+module adds what turns them into a trained model: the fixed embedding, the couplings, norm fixing and the
+dynamics.
+
+Training minimises the pseudo-likelihood loss L = sum_mu sum_i e_i(xi^mu) on data (eq. 7). Its gradient
+on J_ij is -alpha_ij x_i x_j^T: it involves e_i only, i.e. the couplings *into* token i, so training is a
+local rule with no backpropagation through the dynamics. After every optimiser step J is rescaled to its
+initial RMS ("norm fixing", app. V-B), without which L falls forever by inflating J.
+
+Dynamics at test time: x_i <- normalise(x_i + eta h_i) for all i in parallel (eq. 1 with gamma = 1 and
+eta = 1; the authors' public code uses eta = 1 - g = 0.5, divides by the mean token norm instead of
+normalising each spin, clamps the logits at 20 and leaves masked tokens out of the first softmax; we do
+none of these). Shapes: B batch, N tokens, d spin dimension, a pixels per patch (2a spin inputs).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from energylab._checks import check_positive, check_tensor
+from energylab.energies import local_energies
+from energylab.operators import local_attention_update
+
+
+@dataclass
+class AttractorConfig:
+    """Shape and temperatures of the bare self-attention network."""
+
+    n_tokens: int = 49  # N: 14x14 images in 2x2 patches (28x28 MNIST gives 196)
+    patch_pixels: int = 4  # a: pixels per patch; a spin input has 2a components
+    dim: int = 8  # d >= 2a: spin dimension (the authors' code uses d = 8 for 2x2 patches)
+    init: str = "code"  # "code": J ~ U(+-1/(2d^2)) as in the public code; "paper": U(+-1/(2d)) as in app. V-B
+    lam_train: float = 5.0  # lambda in the loss (app. V-B: 5 in training)
+    lam_test: float = 1.0  # lambda in the dynamics (app. V-B: 1 at test)
+    eta: float = 1.0  # weight of the field in x + eta h (paper gamma = 1 <=> eta = 1; public code 0.5)
+
+
+def orthonormal_embedding(dim: int, inputs: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """F (d, 2a): columns from a random orthonormal basis of R^d, times 1/sqrt(a) (app. V-A).
+
+    With |s|^2 = a this puts every embedded patch x = F s on the unit sphere, and s = a F^T x inverts it.
+    """
+    if not (isinstance(dim, int) and isinstance(inputs, int) and inputs % 2 == 0 and dim >= inputs >= 2):
+        raise ValueError(f"need an even number of inputs 2a <= dim, got inputs={inputs!r}, dim={dim!r}")
+    q, _ = torch.linalg.qr(torch.randn(dim, dim, generator=generator, dtype=torch.float64))
+    return (q[:, :inputs] / math.sqrt(inputs // 2)).to(torch.get_default_dtype())
+
+
+def correlation_couplings(x: torch.Tensor) -> torch.Tensor:
+    """C_ij = mean_b x_bi x_bj^T with C_ii = 0: (B, N, d) -> (N, N, d, d).
+
+    The minimiser of the pseudo-likelihood loss at fixed |J| when lambda -> 0: there e_i is linear in J,
+    e_i = -(1/(N-1)) sum_j x_i^T J_ij x_j + const, so the loss is -<J, C> and on a sphere of J its minimum
+    is J proportional to C, a Hebbian rule.
+    """
+    check_tensor("x", x, 3)
+    n = x.shape[1]
+    off = 1.0 - torch.eye(n, dtype=x.dtype, device=x.device).reshape(n, n, 1, 1)
+    return torch.einsum("bid,bje->ijde", x, x) / x.shape[0] * off
+
+
+def normalize_spins(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Project every token back onto the unit sphere: x_i / |x_i| (a zero token stays zero)."""
+    return x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
+
+
+class BareSelfAttention(nn.Module):
+    """The attractor network: fixed embedding F, trainable couplings J (N, N, d, d) with J_ii = 0.
+
+    ``forward(s)`` returns the local energies e_i (B, N) of embedded spins at lambda_train (the training
+    loss is their mean); ``run`` iterates the dynamics at lambda_test. Neither modifies the module; the norm
+    fixing is the explicit :meth:`fix_norm_`, called by the training loop after each optimiser step.
+    """
+
+    def __init__(self, config: AttractorConfig, generator: torch.Generator | None = None):
+        super().__init__()
+        n, a, d = config.n_tokens, config.patch_pixels, config.dim
+        if config.init not in ("code", "paper"):
+            raise ValueError(f"init must be 'code' or 'paper', got {config.init!r}")
+        for name in ("lam_train", "lam_test", "eta"):
+            check_positive(name, getattr(config, name))
+        self.config = config
+        self.register_buffer("F", orthonormal_embedding(d, 2 * a, generator))  # (d, 2a)
+        half = 1.0 / (2 * d * d) if config.init == "code" else 1.0 / (2 * d)
+        off = 1.0 - torch.eye(n).reshape(n, n, 1, 1)  # (N, N, 1, 1): zero on i = j
+        self.register_buffer("off_diagonal", off)
+        J = (2 * torch.rand(n, n, d, d, generator=generator) - 1) * half * off  # U(-half, half), J_ii = 0
+        self.J = nn.Parameter(J)
+        self.register_buffer("j_rms", J.pow(2).mean().sqrt())  # the norm that fix_norm_ restores
+
+    @property
+    def n_couplings(self) -> int:
+        """Number of floats in J: N^2 d^2."""
+        return self.J.numel()
+
+    def embed(self, spins: torch.Tensor) -> torch.Tensor:
+        """x_i = F s_i: (B, N, 2a) -> (B, N, d). Pixel spins land on the unit sphere; zero spins stay zero."""
+        check_tensor("spins", spins, 3)
+        return torch.einsum("de,bne->bnd", self.F, spins)
+
+    def de_embed(self, x: torch.Tensor) -> torch.Tensor:
+        """s_i = a F^T x_i: (B, N, d) -> (B, N, 2a), the exact inverse of :meth:`embed` on its image."""
+        return self.config.patch_pixels * torch.einsum("de,bnd->bne", self.F, x)
+
+    def energies(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
+        """Local energies e_i (B, N) of embedded spins x (B, N, d); lambda defaults to lam_train."""
+        lam = self.config.lam_train if lam is None else lam
+        return local_energies(x, x, self.J, lam)
+
+    def forward(self, spins: torch.Tensor, sites: torch.Tensor | None = None) -> torch.Tensor:
+        """Pseudo-likelihood terms at lambda_train: all e_i (B, N), or e_{sites[b]} (B,) if sites (B,) is given.
+
+        The one-site form is what the public code trains on (a random i per image); the gradient is the same
+        in expectation, with N times fewer terms.
+        """
+        e = self.energies(self.embed(spins))
+        if sites is None:
+            return e
+        return e[torch.arange(e.shape[0], device=e.device), sites]
+
+    @torch.no_grad()
+    def fix_norm_(self) -> None:
+        """Rescale J to its initial RMS and re-zero J_ii (app. V-B "the L2 norm of the matrix is kept fixed")."""
+        self.J.mul_(self.off_diagonal)
+        self.J.mul_(self.j_rms / self.J.pow(2).mean().sqrt().clamp(min=1e-30))
+
+    def field(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
+        """h_i = -de_i/dx_i at lambda (default lam_test): (B, N, d) -> (B, N, d)."""
+        lam = self.config.lam_test if lam is None else lam
+        return local_attention_update(x, self.J, lam)
+
+    def step(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
+        """One parallel update x_i <- normalise(x_i + eta h_i): (B, N, d) -> (B, N, d)."""
+        return normalize_spins(x + self.config.eta * self.field(x, lam))
+
+    @torch.no_grad()
+    def run(self, x: torch.Tensor, steps: int, lam: float | None = None) -> torch.Tensor:
+        """Iterate :meth:`step` ``steps`` times; returns the trajectory (steps + 1, B, N, d), x first.
+
+        A masked token enters as a zero spin: it attends uniformly (all its logits are 0) and sends no field.
+        """
+        if not isinstance(steps, int) or steps < 0:
+            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+        traj = [x]
+        for _ in range(steps):
+            traj.append(self.step(traj[-1], lam))
+        return torch.stack(traj)
+
+
+class RecurrentBlock(nn.Module):
+    """Baseline of the paper (sec. III, app. V-C): one pre-LN transformer block applied tau times.
+
+    u = SA(LN(x)) + x,  x <- MLP(LN(u)) + u  (eqs. 8-9), with a trained input embedding plus a learned
+    positional encoding, which is subtracted again before the trained read-out to pixels (sigmoid keeps
+    them in [0, 1]). Trained with backpropagation through all tau repetitions. The block is PyTorch's
+    ``nn.TransformerEncoderLayer(norm_first=True)``, which computes exactly eqs. 8-9 (dropout off).
+    """
+
+    def __init__(self, n_tokens: int, patch_pixels: int, width: int = 32, heads: int = 2, mlp: int = 64):
+        super().__init__()
+        self.embed = nn.Linear(2 * patch_pixels, width)  # spins (2a) -> width
+        self.pos = nn.Parameter(0.02 * torch.randn(n_tokens, width))  # (N, width)
+        self.block = nn.TransformerEncoderLayer(width, heads, mlp, dropout=0.0, activation="gelu",
+                                                batch_first=True, norm_first=True)
+        self.readout = nn.Linear(width, patch_pixels)  # width -> a pixels
+
+    def trajectory(self, spins: torch.Tensor, steps: int) -> torch.Tensor:
+        """Pixel predictions after each of ``steps`` repetitions: (B, N, 2a) -> (steps, B, N, a)."""
+        check_tensor("spins", spins, 3)
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps must be a positive int, got {steps!r}")
+        x = self.embed(spins) + self.pos  # (B, N, width)
+        out = []
+        for _ in range(steps):
+            x = self.block(x)
+            out.append(torch.sigmoid(self.readout(x - self.pos)))
+        return torch.stack(out)
+
+    def forward(self, spins: torch.Tensor, tau: int) -> torch.Tensor:
+        """Pixels (B, N, a) after tau repetitions."""
+        return self.trajectory(spins, tau)[-1]
+
+
+__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "correlation_couplings",
+           "normalize_spins"]

@@ -1,0 +1,1 @@
+"""Tasks: data generators, datasets, metrics and corruptions, one module per task family."""

@@ -1,0 +1,80 @@
+"""Build the book website into _build/html/, fully offline.
+
+    python scripts/build_book.py            # build from the committed (already executed) notebooks
+    python scripts/build_book.py --execute  # first re-execute every notebook with papermill (profile=quick)
+
+The sources are copied to _build/src/ (notebooks there are replaced by freshly executed copies with
+--execute), so the working tree is never modified. Jupyter Book runs with -W -n --keep-going: any warning,
+broken reference or failing cell fails the build.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SRC = ROOT / "_build" / "src"
+
+
+def notebooks() -> list[pathlib.Path]:
+    return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def stage_sources() -> None:
+    if SRC.exists():
+        shutil.rmtree(SRC)
+    SRC.mkdir(parents=True)
+    for name in ["_config.yml", "_toc.yml"]:
+        shutil.copy2(ROOT / name, SRC / name)
+    shutil.copytree(ROOT / "book", SRC / "book")
+    (SRC / "notebooks").mkdir()
+    for nb in notebooks():
+        shutil.copy2(nb, SRC / "notebooks" / nb.name)
+
+
+def execute_notebooks(profile: str) -> list[tuple[str, float]]:
+    import papermill
+
+    times = []
+    for nb in notebooks():
+        t0 = time.perf_counter()
+        print(f"[build] executing {nb.name} (profile={profile}) ...", flush=True)
+        papermill.execute_notebook(str(nb), str(SRC / "notebooks" / nb.name), parameters={"profile": profile},
+                                   kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False)
+        times.append((nb.name, time.perf_counter() - t0))
+        print(f"[build] {nb.name}: {times[-1][1]:.1f} s", flush=True)
+    return times
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--execute", action="store_true", help="re-execute notebooks with papermill first")
+    parser.add_argument("--profile", default="quick", choices=["quick", "full"])
+    args = parser.parse_args(argv)
+
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py")], check=True)
+    stage_sources()
+    if args.execute:
+        execute_notebooks(args.profile)
+    html = ROOT / "_build" / "html"
+    if html.exists():
+        shutil.rmtree(html)
+    jb = shutil.which("jupyter-book", path=str(pathlib.Path(sys.executable).parent)) or "jupyter-book"
+    cmd = [jb, "build", str(SRC), "--path-output", str(ROOT), "-W", "-n", "--keep-going"]
+    print("[build]", " ".join(cmd), flush=True)
+    result = subprocess.run(cmd)
+    if result.returncode != 0:
+        print("[build] FAILED: see the warnings above", file=sys.stderr)
+        return result.returncode
+    print(f"\nThe book is built. Open it offline:  {html / 'index.html'}\n"
+          "  (e.g. `python -m http.server -d _build/html 8000` and browse to http://127.0.0.1:8000)\n"
+          "To run the chapters yourself instead:  jupyter lab notebooks/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Bare self-attention as an attractor network: local energies, their fields, the local gradient, dynamics."""
+import pytest
+import torch
+
+from energylab import energies as en
+from energylab.models import attractor as at
+
+B, N, D, A = 3, 5, 7, 2  # distinct primes (a = 2 pixels -> 4 spin inputs <= d = 7)
+
+
+def _rel(a, b):
+    return float((a - b).detach().norm() / b.detach().norm())
+
+
+@pytest.fixture
+def sample():
+    g = torch.Generator().manual_seed(0)
+    x = at.normalize_spins(torch.randn(B, N, D, generator=g, dtype=torch.float64))
+    J = 0.4 * torch.randn(N, N, D, D, generator=g, dtype=torch.float64)
+    J = J * (1 - torch.eye(N, dtype=torch.float64)).reshape(N, N, 1, 1)
+    return x, J
+
+
+def test_embedding_is_orthonormal_up_to_scale_and_invertible():
+    torch.set_default_dtype(torch.float64)
+    try:
+        F = at.orthonormal_embedding(D, 2 * A, torch.Generator().manual_seed(1))
+        assert F.shape == (D, 2 * A)
+        assert float((F.T @ F - torch.eye(2 * A) / A).abs().max()) < 1e-14
+        m = at.BareSelfAttention(at.AttractorConfig(n_tokens=N, patch_pixels=A, dim=D), torch.Generator().manual_seed(1))
+        p = torch.rand(B, N, A, generator=torch.Generator().manual_seed(2))
+        s = torch.stack([p, 1 - p], -1)
+        s = (s / s.norm(dim=-1, keepdim=True)).flatten(-2)  # the pixel spins of tasks.images
+        x = m.embed(s)
+        assert float((x.norm(dim=-1) - 1).abs().max()) < 1e-14  # patches land on the unit sphere
+        assert float((m.de_embed(x) - s).abs().max()) < 1e-12
+    finally:
+        torch.set_default_dtype(torch.float32)
+    with pytest.raises(ValueError, match="inputs"):
+        at.orthonormal_embedding(3, 4)
+
+
+def _model(J=None, **kw):
+    m = at.BareSelfAttention(at.AttractorConfig(n_tokens=N, patch_pixels=A, dim=D, **kw)).double()
+    if J is not None:
+        with torch.no_grad():
+            m.J.copy_(J)
+    return m
+
+
+def test_model_field_is_minus_gradient_of_own_local_energy(sample):
+    """The model's update uses the catalog form local_self_attention: h_i = -de_i/dx_i, others held fixed."""
+    x, J = sample
+    m = _model(J, lam_test=1.7)
+    xr = x.clone().requires_grad_(True)
+    e = en.local_energies(xr, x, J, 1.7)  # context = the other tokens, held fixed
+    (g,) = torch.autograd.grad(e.sum(), xr)
+    assert _rel(m.field(x), -g) < 1e-10
+    # training energies = the same local energies at lambda_train, context = the tokens themselves
+    assert _rel(m.energies(x, 2.9), en.local_energies(x, x, J, 2.9)) < 1e-14
+
+
+def test_the_update_has_no_global_energy(sample):
+    """A global energy E would make the Jacobian of the field h = -grad E symmetric; self-attention's is not,
+    and -grad of sum_i e_i is not the self-attention update either."""
+    x, J = sample
+    m = _model(J)
+    jac = torch.autograd.functional.jacobian(lambda v: m.field(v.unsqueeze(0))[0], x[0]).reshape(N * D, N * D)
+    assert float((jac - jac.T).norm() / jac.norm()) > 0.1
+    xr = x.clone().requires_grad_(True)
+    (g,) = torch.autograd.grad(en.local_energies(xr, xr, J, 1.0).sum(), xr)
+    assert _rel(-g, m.field(x)) > 0.1  # the extra terms d e_k / d x_i, k != i
+
+
+def test_pseudo_likelihood_gradient_is_local_and_hebbian(sample):
+    x, J = sample
+    lam = 3.1
+    Jr = J.clone().requires_grad_(True)
+    e = en.local_energies(x, x, Jr, lam)
+    i = 2
+    (g_i,) = torch.autograd.grad(e[:, i].sum(), Jr, retain_graph=True)
+    outside = torch.cat([g_i[:i], g_i[i + 1:]])
+    assert float(outside.abs().max()) == 0.0 and float(g_i[i].abs().max()) > 1e-3  # only the couplings into i
+    # closed form dL/dJ_ij = -mean_b alpha_bij x_bi x_bj^T, with alpha computed by hand
+    (g,) = torch.autograd.grad(e.sum(-1).mean(), Jr)
+    z = torch.tensor([[[float(x[b, k] @ J[k, j] @ x[b, j]) for j in range(N)] for k in range(N)] for b in range(B)],
+                     dtype=torch.float64)
+    alpha = torch.softmax((lam * z).masked_fill(torch.eye(N, dtype=torch.bool), float("-inf")), -1)
+    closed = -torch.einsum("bij,bid,bje->ijde", alpha, x, x) / B
+    assert _rel(closed, g) < 1e-10
+    # lambda -> 0: the gradient becomes -C/(N-1), the correlation (Hebbian) couplings
+    (g0,) = torch.autograd.grad(en.local_energies(x, x, Jr, 1e-7).sum(-1).mean(), Jr)
+    assert _rel(g0, -at.correlation_couplings(x) / (N - 1)) < 1e-5
+
+
+def test_model_init_norm_fixing_and_one_site_loss():
+    cfg = at.AttractorConfig(n_tokens=N, patch_pixels=A, dim=D)
+    m = at.BareSelfAttention(cfg, torch.Generator().manual_seed(3))
+    assert m.n_couplings == N * N * D * D
+    assert float(m.J.detach().diagonal(dim1=0, dim2=1).abs().max()) == 0.0
+    assert float(m.J.detach().abs().max()) <= 1 / (2 * D * D)
+    rms0 = float(m.j_rms)
+    with torch.no_grad():
+        m.J.mul_(3.0).add_(0.01)  # an optimiser step that inflates J and fills the diagonal
+    m.fix_norm_()
+    assert abs(float(m.J.pow(2).mean().sqrt()) - rms0) < 1e-7 * rms0
+    assert float(m.J.detach().diagonal(dim1=0, dim2=1).abs().max()) == 0.0
+    s = torch.rand(B, N, 2 * A, generator=torch.Generator().manual_seed(4))
+    sites = torch.tensor([4, 0, 2])
+    assert torch.allclose(m(s, sites), m(s)[torch.arange(B), sites], atol=1e-6)
+    with pytest.raises(ValueError, match="init"):
+        at.BareSelfAttention(at.AttractorConfig(init="xavier"))
+
+
+def test_dynamics_stay_on_sphere_and_one_token_step_lowers_its_energy(sample):
+    x, J = sample
+    m = _model(J, eta=0.01)
+    traj = m.run(x, 4)
+    assert traj.shape == (5, B, N, D) and torch.equal(traj[0], x)
+    assert float((traj[1:].norm(dim=-1) - 1).abs().max()) < 1e-12
+    # move token 2 alone by a small step: its own local energy falls (the others are held fixed)
+    y = x.clone()
+    y[:, 2] = m.step(x)[:, 2]
+    e0, e1 = en.local_energies(x, x, J, 1.0)[:, 2], en.local_energies(y, y, J, 1.0)[:, 2]
+    assert bool((e1 < e0).all())
+    # a masked (zero) token attends uniformly and receives the mean field of the others
+    x0 = x.clone()
+    x0[:, 1] = 0.0
+    mean_field = torch.einsum("jde,bje->bd", J[1], x0) / (N - 1)
+    assert _rel(m.field(x0)[:, 1], mean_field) < 1e-12
+    with pytest.raises(ValueError, match="steps"):
+        m.run(x, -1)

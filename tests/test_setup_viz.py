@@ -1,0 +1,59 @@
+"""Notebook setup and the book's plotly renderer."""
+import json
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+import torch
+
+import energylab
+from energylab import viz
+from energylab.viz import free_energy as fe_viz
+
+
+def test_setup_notebook_is_reproducible():
+    energylab.setup_notebook(3)
+    a = torch.randn(5)
+    energylab.setup_notebook(3)
+    b = torch.randn(5)
+    assert torch.equal(a, b)
+    assert torch.get_num_threads() == 1
+    assert pio.renderers.default == viz.RENDERER_NAME
+
+
+def test_choose_device():
+    assert energylab.choose_device("cpu").type == "cpu"
+    assert energylab.choose_device("auto").type in {"cpu", "cuda", "mps"}
+    with pytest.raises(ValueError, match="device"):
+        energylab.choose_device("not-a-device")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            energylab.choose_device("cuda")
+
+
+def test_seed_must_be_a_non_negative_int():
+    with pytest.raises(ValueError, match="seed"):
+        energylab.seed_everything(-1)
+
+
+def test_book_renderer_emits_html_twin_with_stable_id():
+    viz.use_book_renderer()
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    bundle_a = viz.BookRenderer().to_mimebundle(fig.to_dict())
+    bundle_b = viz.BookRenderer().to_mimebundle(go.Figure(go.Scatter(x=[1, 2], y=[3, 4])).to_dict())
+    assert set(bundle_a) == {"application/vnd.plotly.v1+json", "text/html"}
+    assert bundle_a["text/html"] == bundle_b["text/html"]  # same figure, same div id
+    assert "Plotly.newPlot" in bundle_a["text/html"] and "<script src=" not in bundle_a["text/html"]
+    json.dumps(bundle_a["application/vnd.plotly.v1+json"])  # plain JSON, storable in a notebook
+
+
+def test_temperature_slider_weights_sum_to_one():
+    E = torch.tensor([0.0, 1.0, 2.0, 4.0], dtype=torch.float64)
+    fig = fe_viz.weights_vs_temperature(E, [0.1, 1.0, 10.0])
+    steps = fig.layout.sliders[0].steps
+    assert len(steps) == 3
+    for step in steps:
+        ys = step.args[0]["y"][0]
+        assert abs(sum(ys) - 1.0) < 1e-3
+    hot = steps[2].args[0]["y"][0]
+    assert max(hot) - min(hot) < 0.35 and steps[0].args[0]["y"][0][0] > 0.99  # uniform-ish vs argmax

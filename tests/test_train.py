@@ -1,0 +1,186 @@
+"""The training engine: reproducibility, exact resume, schedules, hooks, JSON history, error paths."""
+import math
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from energylab.train import (CHECKPOINT, History, Results, TrainConfig, TrainingDiverged, lr_multiplier, train)
+
+D_IN, D_OUT, N_DATA, B = 7, 3, 53, 11  # distinct primes
+
+
+def _data():
+    g = torch.Generator().manual_seed(123)
+    x = torch.randn(N_DATA, D_IN, generator=g)
+    w = torch.randn(D_IN, D_OUT, generator=g)
+    return x, torch.tanh(x @ w)
+
+
+X, Y = _data()
+
+
+def batches(step):
+    g = torch.Generator().manual_seed(1000 + step)
+    idx = torch.randint(0, N_DATA, (B,), generator=g)
+    return X[idx], Y[idx]
+
+
+def make_model(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(D_IN, 13), nn.Dropout(0.2), nn.Tanh(), nn.Linear(13, D_OUT))
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    out = model(x)
+    return ((out - y) ** 2).mean(), {"acc": (out.sign() == y.sign()).float().mean()}
+
+
+def eval_fn(model):
+    return {"mse": ((model(X) - Y) ** 2).mean()}
+
+
+CFG = TrainConfig(steps=40, lr=3e-2, optimizer="sgd", momentum=0.8, schedule="cosine", warmup_steps=5,
+                  grad_clip=1.0, eval_every=10, log_every=3, progress=False, seed=5)
+
+
+def test_same_seed_is_bit_identical_and_other_seed_differs():
+    h1 = train(make_model(), loss_fn, batches, CFG, eval_fn=eval_fn)
+    h2 = train(make_model(), loss_fn, batches, CFG, eval_fn=eval_fn)
+    h3 = train(make_model(), loss_fn, batches, TrainConfig(**{**CFG.__dict__, "seed": 6}), eval_fn=eval_fn)
+    assert h1.curves == h2.curves and h1.steps == h2.steps
+    assert h1.curves["loss"] != h3.curves["loss"]  # the seed drives dropout
+    assert h1.steps["eval/mse"] == [10, 20, 30, 40]
+    assert h1.steps["loss"] == list(range(3, 40, 3)) + [40]  # windows of log_every, last one partial
+    assert h1.last("eval/mse") < 0.5 * eval_fn(make_model())["mse"].item()  # it learns
+
+
+class _Kill(Exception):
+    pass
+
+
+def _killer(at):
+    def after_step(model, step):
+        if step == at:
+            raise _Kill
+    return after_step
+
+
+@pytest.mark.parametrize("kill_at", [13, 27])
+def test_resume_equals_uninterrupted(tmp_path, kill_at):
+    cfg = TrainConfig(**{**CFG.__dict__, "checkpoint_every": 8, "optimizer": "adamw", "weight_decay": 0.01})
+    full_model = make_model()
+    full = train(full_model, loss_fn, batches, cfg, eval_fn=eval_fn, out_dir=str(tmp_path / "a"))
+    out = str(tmp_path / "b")
+    with pytest.raises(_Kill):
+        train(make_model(), loss_fn, batches, cfg, eval_fn=eval_fn, out_dir=out, after_step=_killer(kill_at))
+    state = torch.load(os.path.join(out, CHECKPOINT), weights_only=True)
+    assert state["step"] == 8 * (kill_at // 8)
+    resumed_model = make_model(seed=99)  # weights come from the checkpoint, not from this init
+    resumed = train(resumed_model, loss_fn, batches, cfg, eval_fn=eval_fn, out_dir=out, resume=True)
+    assert resumed.curves == full.curves and resumed.steps == full.steps
+    for p, q in zip(full_model.parameters(), resumed_model.parameters()):
+        assert torch.equal(p, q)
+    # resuming a finished run is a no-op that returns the stored history
+    again = train(make_model(), loss_fn, batches, cfg, eval_fn=eval_fn, out_dir=out, resume=True)
+    assert again.curves == full.curves
+
+
+def test_lr_schedules():
+    cfg = TrainConfig(steps=100, warmup_steps=10, schedule="cosine", min_lr_ratio=0.1)
+    f = lr_multiplier(cfg, 100)
+    assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0) and f(10) == pytest.approx(1.0)
+    assert f(55) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))
+    g = lr_multiplier(TrainConfig(steps=100, schedule="step", lr_step=30, lr_gamma=0.5), 100)
+    assert [g(s) for s in (0, 29, 30, 61, 99)] == [1.0, 1.0, 0.5, 0.25, 0.125]
+    assert lr_multiplier(TrainConfig(), 100)(57) == 1.0
+
+
+def test_after_step_hook_runs_after_every_optimizer_step():
+    seen = []
+
+    def project(model, step):
+        seen.append(step)
+        with torch.no_grad():
+            w = model[0].weight
+            w.mul_(2.0 / w.norm())
+
+    model = make_model()
+    train(model, loss_fn, batches, TrainConfig(**{**CFG.__dict__, "steps": 9}), after_step=project)
+    assert seen == list(range(9))
+    assert model[0].weight.norm().item() == pytest.approx(2.0, rel=1e-6)
+
+
+def test_iterable_batches_with_epochs(tmp_path):
+    ds = torch.utils.data.TensorDataset(X, Y)
+    loader = torch.utils.data.DataLoader(ds, batch_size=B, shuffle=False)
+    cfg = TrainConfig(epochs=3, lr=1e-2, progress=False, log_every=1)
+    h = train(make_model(), loss_fn, loader, cfg)
+    assert h.steps["loss"][-1] == 3 * len(loader) == 15
+    with pytest.raises(ValueError, match="epochs needs batches"):
+        train(make_model(), loss_fn, batches, cfg)
+
+
+def test_history_and_results_json_roundtrip(tmp_path):
+    h = train(make_model(), loss_fn, batches, TrainConfig(**{**CFG.__dict__, "steps": 12}), eval_fn=eval_fn)
+    h.save(str(tmp_path / "h.json"))
+    assert History.load(str(tmp_path / "h.json")) == h
+    r = Results("toy", {"steps": 12}, histories={"seed0": h}, final={"mse": h.last("eval/mse")},
+                tables={"t": [{"a": 1}]}, extra={"m": [[0.5, 0.25]]})
+    r.save(str(tmp_path / "run"))
+    back = Results.load(str(tmp_path / "run"))
+    assert back == r and back.histories["seed0"].final == h.final
+    with pytest.raises(FileNotFoundError, match="python -m energylab run"):
+        Results.load(str(tmp_path / "missing"))
+
+
+def test_nan_loss_stops_naming_step_and_keeps_checkpoint(tmp_path):
+    def nan_after(model, batch):
+        loss, m = loss_fn(model, batch)
+        return (loss * float("nan") if nan_after.calls >= 17 else loss), m
+    nan_after.calls = 0
+
+    def count(model, step):
+        nan_after.calls += 1
+
+    cfg = TrainConfig(**{**CFG.__dict__, "checkpoint_every": 5})
+    with pytest.raises(TrainingDiverged, match="step 17") as err:
+        train(make_model(), nan_after, batches, cfg, out_dir=str(tmp_path), after_step=count)
+    assert err.value.step == 17
+    state = torch.load(os.path.join(tmp_path, CHECKPOINT), weights_only=True)
+    assert state["step"] == 15
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
+
+
+def test_unwritable_out_dir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ValueError, match="out_dir=.* is not writable"):
+        train(make_model(), loss_fn, batches, CFG, out_dir=str(blocker / "sub"))
+
+
+def test_corrupt_and_mismatched_checkpoints(tmp_path):
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 6})
+    out = str(tmp_path / "run")
+    train(make_model(), loss_fn, batches, cfg, out_dir=out)
+    other = nn.Sequential(nn.Linear(D_IN, 17), nn.Tanh(), nn.Linear(17, D_OUT))
+    with pytest.raises(ValueError, match="does not match the model"):
+        train(other, loss_fn, batches, cfg, out_dir=out, resume=True)
+    with pytest.raises(ValueError, match="another config.*lr"):
+        train(make_model(), loss_fn, batches, TrainConfig(**{**cfg.__dict__, "lr": 0.5}), out_dir=out, resume=True)
+    with open(os.path.join(out, CHECKPOINT), "wb") as f:
+        f.write(b"garbage, not a zip")
+    with pytest.raises(ValueError, match="corrupt"):
+        train(make_model(), loss_fn, batches, cfg, out_dir=out, resume=True)
+
+
+@pytest.mark.parametrize("field,value,msg", [("optimizer", "adam", "optimizer"), ("schedule", "linear", "schedule"),
+                                             ("steps", 0, "steps"), ("lr", -1.0, "lr"), ("grad_clip", 0.0, "grad_clip"),
+                                             ("eval_every", -2, "eval_every")])
+def test_bad_config_names_the_field(field, value, msg):
+    with pytest.raises(ValueError, match=msg):
+        train(make_model(), loss_fn, batches, TrainConfig(**{**CFG.__dict__, field: value}))
+    with pytest.raises(ValueError, match="resume=True needs an out_dir"):
+        train(make_model(), loss_fn, batches, CFG, resume=True)
