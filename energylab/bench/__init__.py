@@ -15,6 +15,7 @@ SECTIONS = {
     "attention": "attention",  # forward+backward time and peak memory of each layer vs SDPA attention (issue 3)
     "engine": "engine",  # training loop overhead vs bare PyTorch; seed-ensemble speed-up (issue 4)
     "sudoku": "sudoku",  # generation and solving throughput vs a plain recursive solver
+    "sphere": "sphere",  # particle flows on the sphere vs bare SDPA / exp-matmul; animation page size (issue 7)
 }
 
 
