@@ -112,12 +112,13 @@ def figure_bytes(fig: go.Figure) -> int:
     return len(fig.to_html(include_plotlyjs=False, include_mathjax=False, full_html=False).encode())
 
 
-def sphere_explorer(simulate=None):
+def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     """Live controls (n, beta, preset, heads, step, steps, SA/USA, causal, seed) that re-simulate on click.
 
     ``simulate(n=, beta=, preset=, heads=, step=, steps=, normalized=, causal=, seed=)`` must return an object
     with ``t`` (T,) and ``x`` (T, B, N, d); the default is ``energylab.dynamics.simulate_preset``. Needs a running
-    kernel (JupyterLab, Colab, Binder); on the static website the controls are inert.
+    kernel (JupyterLab, Colab, Binder); on the static website the controls are inert. ``draw=False`` waits for
+    the first click instead of simulating at once; ``max_frames`` caps the animation (each frame costs page size).
     """
     import ipywidgets as widgets
     from IPython.display import display
@@ -145,7 +146,8 @@ def sphere_explorer(simulate=None):
     def redraw(_=None):
         params = {k: w.value for k, w in controls.items()}
         traj = simulate(**params)
-        fig = sphere_figure(traj.x[:, 0], traj.t, title=f"{params['preset']}, β = {params['beta']:.3g}")
+        fig = sphere_figure(traj.x[:, 0], traj.t, max_frames=max_frames,
+                            title=f"{params['preset']}, β = {params['beta']:.3g}")
         out.clear_output(wait=True)
         with out:
             display(fig)
@@ -153,7 +155,8 @@ def sphere_explorer(simulate=None):
     button.on_click(redraw)
     box = widgets.VBox([widgets.HBox([widgets.VBox(list(controls.values())[:5]),
                                       widgets.VBox([*list(controls.values())[5:], button])]), out])
-    redraw()
+    if draw:
+        redraw()
     return box
 
 
