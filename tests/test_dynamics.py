@@ -227,3 +227,22 @@ def test_bad_inputs_name_the_argument():
         velocity(x, (w.Q, w.K, w.V), 1.0)
     with pytest.raises(TypeError, match="x"):
         velocity(x.long(), w, 1.0)
+
+
+def test_sphere_figure_frames_size_and_errors():
+    from energylab.dynamics import simulate_preset
+    from energylab.viz.sphere import figure_bytes, sphere_figure
+
+    traj = simulate_preset(n=64, beta=4.0, steps=399, step=0.1, seed=0)  # 400 states -> 200 frames
+    fig = sphere_figure(traj.x[:, 0], traj.t)
+    assert len(fig.frames) == 200 and len(fig.layout.sliders[0].steps) == 200
+    assert len(fig.frames[7].data[1].x) == 64 and len(fig.frames[7].data[0].x) == 2 * 64  # tokens, ghosts
+    assert figure_bytes(fig) <= 1_000_000  # the page budget of one animation
+    x5 = random_tokens(1, N, D).expand(3, N, D)  # d = 5 goes through a 3-D projection
+    assert len(sphere_figure(x5).data[2].x) == N
+    with pytest.raises(ValueError, match="t"):
+        sphere_figure(traj.x[:, 0], traj.t[:-1])
+    with pytest.raises(ValueError, match="basis"):
+        sphere_figure(x5, basis=torch.eye(D, dtype=torch.float64))
+    with pytest.raises(ValueError, match="trail"):
+        sphere_figure(traj.x[:, 0], trail=-1)
