@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from energylab._checks import check_divides, check_positive, check_tensor
+from energylab.energies import sphere_interaction_energy
 
 UNIT_TOL = 1e-5  # how far from norm 1 an initial token may be (float32 round-off is ~1e-7)
 
@@ -117,8 +118,8 @@ def random_tokens(batch: int, n: int, d: int, seed: int = 0, hemisphere: bool = 
     return x
 
 
-def tangent(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """P_x y = y - <x, y> x, token by token: (..., N, d) -> (..., N, d)."""
+def _tangent(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """P_x y = y - <x, y> x for unit x: the unchecked inner-loop twin of ``operators.tangent_projection``."""
     return y - (x * y).sum(-1, keepdim=True) * x
 
 
@@ -158,9 +159,10 @@ def velocity(x: torch.Tensor, weights: SphereWeights, beta: float, normalized: b
 def _velocity(x: torch.Tensor, w: SphereWeights, beta: float, normalized: bool, causal: bool) -> torch.Tensor:
     """``velocity`` without input checks, for the integrator's inner loop."""
     n = x.shape[1]
-    q = torch.einsum("hkd,bid->bhik", w.Q, x)  # (B, H, N, k): Q_h x_i
-    key = torch.einsum("hkd,bjd->bhjk", w.K, x)  # (B, H, N, k): K_h x_j
-    v = torch.einsum("hed,bjd->bhje", w.V, x)  # (B, H, N, d): V_h x_j
+    xs = x.unsqueeze(1)  # (B, 1, N, d), broadcast over heads; matmul dispatches faster than einsum here
+    q = xs @ w.Q.transpose(1, 2)  # (B, H, N, k): Q_h x_i
+    key = xs @ w.K.transpose(1, 2)  # (B, H, N, k): K_h x_j
+    v = xs @ w.V.transpose(1, 2)  # (B, H, N, d): V_h x_j
     if normalized:
         y = F.scaled_dot_product_attention(q, key, v, is_causal=causal, scale=beta)  # (B, H, N, d)
     else:
@@ -168,22 +170,22 @@ def _velocity(x: torch.Tensor, w: SphereWeights, beta: float, normalized: bool, 
         if causal:
             a = a.tril()  # keep j <= i
         y = a @ v / n  # (B, H, N, d)
-    return tangent(x, y.sum(1))
+    return _tangent(x, y.sum(1))
 
 
 def energy(x: torch.Tensor, beta: float, weights: SphereWeights | None = None) -> torch.Tensor:
     """E_beta(x) = 1/(2 beta n^2) sum_h sum_ij exp(beta <Q_h x_i, K_h x_j>): (..., N, d) -> (...).
 
-    Without weights, Q = K = I (one head). Geshkovski et al. (2023), Sec. 3.
+    Without weights, Q = K = I (one head): that case is ``energies.sphere_interaction_energy``, the catalog's
+    single definition. Geshkovski et al. (2023), Sec. 3.
     """
     check_tensor("x", x)
     if x.dim() < 2:
         raise ValueError(f"x must have shape (..., N, d), got {tuple(x.shape)}")
     beta = _check_beta(beta, allow_zero=False)
-    n = x.shape[-2]
     if weights is None:
-        gram = x @ x.transpose(-1, -2)  # (..., N, N): <x_i, x_j>
-        return torch.exp(beta * gram).sum((-1, -2)) / (2 * beta * n * n)
+        return sphere_interaction_energy(x, beta)
+    n = x.shape[-2]
     w = _check_match(x.reshape(-1, *x.shape[-2:]), weights)
     q = torch.einsum("hkd,...id->...hik", w.Q, x)  # (..., H, N, k)
     key = torch.einsum("hkd,...jd->...hjk", w.K, x)  # (..., H, N, k)
@@ -261,5 +263,15 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     return Trajectory(t=t, x=torch.stack(saved))  # (T,), (T, B, N, d)
 
 
-__all__ = ["SphereWeights", "PRESETS", "preset_weights", "random_tokens", "tangent", "velocity", "energy",
-           "FlowConfig", "Trajectory", "normalize", "simulate"]
+def simulate_preset(n: int = 64, beta: float = 1.0, preset: str = "identity", heads: int = 1, step: float = 0.1,
+                    steps: int = 200, normalized: bool = True, causal: bool = False, seed: int = 0, d: int = 3,
+                    batch: int = 1, hemisphere: bool = False, dtype=torch.float64) -> Trajectory:
+    """One call from knobs to a trajectory: uniform tokens (``random_tokens``) moved by ``preset_weights``."""
+    x0 = random_tokens(batch, n, d, seed=seed, hemisphere=hemisphere, dtype=dtype)
+    config = FlowConfig(beta=beta, normalized=normalized, causal=causal, step=step, steps=steps)
+    return simulate(x0, preset_weights(preset, d, heads=heads, seed=seed, dtype=dtype), config)
+
+
+__all__ = ["SphereWeights", "PRESETS", "preset_weights", "random_tokens", "velocity", "energy",
+           "FlowConfig", "Trajectory", "normalize", "simulate",
+           "simulate_preset"]

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from energylab.dynamics import (FlowConfig, SphereWeights, Trajectory, energy, normalize, preset_weights,
-                                random_tokens, simulate, tangent, velocity)
+                                random_tokens, simulate, velocity)
+from energylab.operators import tangent_projection
 from energylab.sphere import cluster_labels, count_clusters, mean_cosine, time_to_collapse
 
 B, N, D = 2, 7, 5  # distinct primes so a transposed axis cannot pass
@@ -58,7 +59,7 @@ def test_usa_is_gradient_ascent_of_energy(preset, heads):
     w = preset_weights(preset, D, heads=heads, seed=2)
     assert torch.allclose(w.V, w.Q.transpose(1, 2) @ w.K, atol=1e-15)
     (grad,) = torch.autograd.grad(energy(x, 2.3, w).sum(), x)
-    want = N * tangent(x.detach(), grad)
+    want = N * tangent_projection(x.detach(), grad)
     got = velocity(x.detach(), w, beta=2.3, normalized=False)
     assert (got - want).norm() / want.norm() < 1e-10
 
@@ -226,3 +227,22 @@ def test_bad_inputs_name_the_argument():
         velocity(x, (w.Q, w.K, w.V), 1.0)
     with pytest.raises(TypeError, match="x"):
         velocity(x.long(), w, 1.0)
+
+
+def test_sphere_figure_frames_size_and_errors():
+    from energylab.dynamics import simulate_preset
+    from energylab.viz.sphere import figure_bytes, sphere_figure
+
+    traj = simulate_preset(n=64, beta=4.0, steps=399, step=0.1, seed=0)  # 400 states -> 200 frames
+    fig = sphere_figure(traj.x[:, 0], traj.t)
+    assert len(fig.frames) == 200 and len(fig.layout.sliders[0].steps) == 200
+    assert len(fig.frames[7].data[1].x) == 64 and len(fig.frames[7].data[0].x) == 2 * 64  # tokens, ghosts
+    assert figure_bytes(fig) <= 1_000_000  # the page budget of one animation
+    x5 = random_tokens(1, N, D).expand(3, N, D)  # d = 5 goes through a 3-D projection
+    assert len(sphere_figure(x5).data[2].x) == N
+    with pytest.raises(ValueError, match="t"):
+        sphere_figure(traj.x[:, 0], traj.t[:-1])
+    with pytest.raises(ValueError, match="basis"):
+        sphere_figure(x5, basis=torch.eye(D, dtype=torch.float64))
+    with pytest.raises(ValueError, match="trail"):
+        sphere_figure(traj.x[:, 0], trail=-1)
