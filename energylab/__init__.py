@@ -15,7 +15,7 @@ import importlib
 from energylab import catalog, energies, hyperspherical, modules, operators
 from energylab._setup import choose_device, format_error, seed_everything, setup_notebook
 
-_LAZY = {"atlas", "descent", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
+_LAZY = {"atlas", "descent", "sphere", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
 
 
 def __getattr__(name):

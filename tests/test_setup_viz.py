@@ -65,3 +65,10 @@ def test_format_error_hides_round_off_digits_only():
     assert energylab.format_error(2.51e-9) == "2.5e-09"
     assert energylab.format_error(float("nan")) == "nan"
     assert energylab.format_error(5e-7, floor=1e-6) == "< 1e-06"
+
+
+def test_book_renderer_keeps_animation_frames():
+    fig = go.Figure(go.Scatter(x=[0], y=[0]), frames=[go.Frame(data=[go.Scatter(x=[1], y=[1])], name="1")])
+    bundle = viz.BookRenderer().to_mimebundle(fig.to_dict())
+    assert len(bundle["application/vnd.plotly.v1+json"]["frames"]) == 1
+    assert "frames" not in viz.BookRenderer().to_mimebundle(go.Figure().to_dict())["application/vnd.plotly.v1+json"]

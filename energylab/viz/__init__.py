@@ -39,9 +39,10 @@ class BookRenderer(MimetypeRenderer):
             config={"displaylogo": False, "responsive": True},
         )
         plain = json.loads(fig_json)
-        return {"application/vnd.plotly.v1+json": {"data": plain.get("data", []), "layout": plain.get("layout", {}),
-                                                   "config": {}},
-                "text/html": html}
+        spec = {"data": plain.get("data", []), "layout": plain.get("layout", {}), "config": {}}
+        if plain.get("frames"):  # animations: JupyterLab's play button needs the frames too
+            spec["frames"] = plain["frames"]
+        return {"application/vnd.plotly.v1+json": spec, "text/html": html}
 
 
 def _encoder():
