@@ -22,21 +22,18 @@ def sample():
     return x, J
 
 
+@pytest.mark.usefixtures("float64_default")
 def test_embedding_is_orthonormal_up_to_scale_and_invertible():
-    torch.set_default_dtype(torch.float64)
-    try:
-        F = at.orthonormal_embedding(D, 2 * A, torch.Generator().manual_seed(1))
-        assert F.shape == (D, 2 * A)
-        assert float((F.T @ F - torch.eye(2 * A) / A).abs().max()) < 1e-14
-        m = at.BareSelfAttention(at.AttractorConfig(n_tokens=N, patch_pixels=A, dim=D), torch.Generator().manual_seed(1))
-        p = torch.rand(B, N, A, generator=torch.Generator().manual_seed(2))
-        s = torch.stack([p, 1 - p], -1)
-        s = (s / s.norm(dim=-1, keepdim=True)).flatten(-2)  # the pixel spins of tasks.images
-        x = m.embed(s)
-        assert float((x.norm(dim=-1) - 1).abs().max()) < 1e-14  # patches land on the unit sphere
-        assert float((m.de_embed(x) - s).abs().max()) < 1e-12
-    finally:
-        torch.set_default_dtype(torch.float32)
+    F = at.orthonormal_embedding(D, 2 * A, torch.Generator().manual_seed(1))
+    assert F.shape == (D, 2 * A)
+    assert float((F.T @ F - torch.eye(2 * A) / A).abs().max()) < 1e-14
+    m = at.BareSelfAttention(at.AttractorConfig(n_tokens=N, patch_pixels=A, dim=D), torch.Generator().manual_seed(1))
+    p = torch.rand(B, N, A, generator=torch.Generator().manual_seed(2))
+    s = torch.stack([p, 1 - p], -1)
+    s = (s / s.norm(dim=-1, keepdim=True)).flatten(-2)  # the pixel spins of tasks.images
+    x = m.embed(s)
+    assert float((x.norm(dim=-1) - 1).abs().max()) < 1e-14  # patches land on the unit sphere
+    assert float((m.de_embed(x) - s).abs().max()) < 1e-12
     with pytest.raises(ValueError, match="inputs"):
         at.orthonormal_embedding(3, 4)
 

@@ -6,7 +6,7 @@ import torch
 
 from energylab import catalog, descent, energies, operators
 
-torch.set_default_dtype(torch.float64)
+pytestmark = pytest.mark.usefixtures("float64_default")  # identities in float64
 
 
 def _free_instance(seed, n_tokens=7, dim=5):

@@ -7,14 +7,7 @@ import torch
 from energylab import energies, operators
 
 
-
-@pytest.fixture(autouse=True)
-def float64_default():
-    """Identities are checked in float64; restore the default afterwards so other test modules are unaffected."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _instance(seed, n_tokens=11, dim=7):

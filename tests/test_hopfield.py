@@ -8,7 +8,7 @@ import torch
 from energylab import catalog, energies, operators
 from energylab.experiments import hopfield as hp
 
-torch.set_default_dtype(torch.float64)
+pytestmark = pytest.mark.usefixtures("float64_default")  # identities in float64
 
 
 def _patterns(seed, P=13, d=11, scale=1.0):
