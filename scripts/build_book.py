@@ -37,14 +37,21 @@ def stage_sources() -> None:
 
 
 def execute_notebooks(profile: str) -> list[tuple[str, float]]:
+    import tempfile
+
     import papermill
+    from jupyter_client.manager import KernelManager
 
     times = []
     for nb in notebooks():
         t0 = time.perf_counter()
         print(f"[build] executing {nb.name} (profile={profile}) ...", flush=True)
+        # IPC transport with an absolute socket path: TCP kernels were seen to stall for minutes on cells that
+        # display a large figure inside an ipywidgets Output; the per-cell timeout turns any hang into an error.
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(pathlib.Path(tempfile.mkdtemp()) / "k"))
         papermill.execute_notebook(str(nb), str(SRC / "notebooks" / nb.name), parameters={"profile": profile},
-                                   kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False)
+                                   kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False,
+                                   km=km, execution_timeout=900)
         times.append((nb.name, time.perf_counter() - t0))
         print(f"[build] {nb.name}: {times[-1][1]:.1f} s", flush=True)
     return times
