@@ -7,23 +7,28 @@ energies -> operators -> catalog / modules -> models -> experiments; viz and tra
     >>> catalog.verify("softmax_free_energy") < 1e-10
     True
 
-Submodules that pull in heavier dependencies (``viz`` needs plotly, ``experiments`` the training engine)
-are imported on first attribute access.
+Every submodule is imported on first attribute access, so ``import energylab.portable`` (the environment pins,
+which must be set before torch loads) imports no torch, and ``viz``/``experiments`` pull in plotly and the
+training engine only when used.
 """
 import importlib
 
-from energylab import catalog, energies, hyperspherical, modules, operators
-from energylab._setup import choose_device, format_error, seed_everything, setup_notebook
-
-_LAZY = {"atlas", "descent", "sphere", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
+_SUBMODULES = {"catalog", "energies", "hyperspherical", "modules", "operators", "portable", "atlas", "descent",
+               "sphere", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
+_FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
 
 
 def __getattr__(name):
-    if name in _LAZY:
+    if name in _SUBMODULES:
         return importlib.import_module(f"energylab.{name}")
+    if name in _FROM_SETUP:
+        return getattr(importlib.import_module("energylab._setup"), name)
     raise AttributeError(f"module 'energylab' has no attribute {name!r}")
 
 
-__all__ = ["catalog", "energies", "hyperspherical", "modules", "operators",
-           "choose_device", "format_error", "seed_everything", "setup_notebook", *sorted(_LAZY)]
+def __dir__():
+    return sorted(__all__)
+
+
+__all__ = [*sorted(_SUBMODULES), *sorted(_FROM_SETUP)]
 __version__ = "0.1.0"

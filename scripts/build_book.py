@@ -17,6 +17,9 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from energylab import portable  # noqa: E402 - torch-free
+
 SRC = ROOT / "_build" / "src"
 
 
@@ -39,8 +42,12 @@ def stage_sources() -> None:
 def execute_notebooks(profile: str) -> list[tuple[str, float]]:
     import tempfile
 
+    import nbformat
     import papermill
     from jupyter_client.manager import KernelManager
+    from nbclean import clean
+
+    portable.pin_environment()  # the kernels papermill starts inherit the pinned numerics
 
     times = []
     for nb in notebooks():
@@ -52,6 +59,10 @@ def execute_notebooks(profile: str) -> list[tuple[str, float]]:
         papermill.execute_notebook(str(nb), str(SRC / "notebooks" / nb.name), parameters={"profile": profile},
                                    kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False,
                                    km=km, execution_timeout=900)
+        executed = SRC / "notebooks" / nb.name
+        book = nbformat.read(executed, as_version=4)
+        clean(book)  # papermill's injected cell would show the parameters twice on the page
+        nbformat.write(book, executed)
         times.append((nb.name, time.perf_counter() - t0))
         print(f"[build] {nb.name}: {times[-1][1]:.1f} s", flush=True)
     return times

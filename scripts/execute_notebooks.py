@@ -1,7 +1,8 @@
 """Execute chapters in place, the way they are committed: `python scripts/execute_notebooks.py [NOTEBOOK ...]`.
 
 Uses nbclient directly (not papermill) so the committed file carries no run timestamps or injected-parameter
-cells; widget state is stored so the website can show the saved widgets. Runs with one thread, like nbval.
+cells; widget state is stored so the website can show the saved widgets. Runs with the pinned numerics of
+:mod:`energylab.portable`, like nbval.
 With no argument, executes every notebooks/NN_*.ipynb and prints the wall time of each.
 """
 from __future__ import annotations
@@ -12,14 +13,16 @@ import sys
 import tempfile
 import time
 
-os.environ["OMP_NUM_THREADS"] = "1"
-os.environ["MKL_NUM_THREADS"] = "1"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from energylab import portable  # noqa: E402 - torch-free
+
+portable.pin_environment()  # before any kernel starts: kernels inherit the pinned numerics
 
 import nbclient  # noqa: E402
 import nbformat  # noqa: E402
 from jupyter_client.manager import KernelManager  # noqa: E402
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from nbclean import clean  # noqa: E402
 
 
 def execute(path: pathlib.Path) -> float:
@@ -31,9 +34,7 @@ def execute(path: pathlib.Path) -> float:
     client = nbclient.NotebookClient(nb, km=km, timeout=1800, store_widget_state=True,
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
-    for cell in nb.cells:  # drop per-run noise so that re-executing gives a clean diff
-        cell.metadata.pop("execution", None)
-    nb.metadata.pop("papermill", None)
+    clean(nb)  # drop per-run noise so that re-executing gives a clean diff
     nbformat.write(nb, path)
     return time.perf_counter() - t0
 

@@ -8,12 +8,14 @@ output. JupyterLab draws that, but Jupyter Book 1 (and GitHub's viewer) drop it,
 would show nothing. The book renderer emits that mimetype *and* a ``text/html`` bundle that calls
 the ``Plotly`` global, which the website loads once from a local copy of plotly.min.js. The div id
 is derived from the figure's content, so re-running a notebook gives byte-identical outputs
-(the notebook regression tests compare them).
+(the notebook regression tests compare them). Figure data are rounded to :data:`FIGURE_DIGITS` significant
+digits, so that the last bits of a float (which differ between processors) never reach a page.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -27,10 +29,11 @@ class BookRenderer(MimetypeRenderer):
     """Emit the plotly JSON mimetype plus a self-contained ``text/html`` div (no embedded plotly.js)."""
 
     def to_mimebundle(self, fig_dict):
-        fig_json = json.dumps(fig_dict, sort_keys=True, cls=_encoder())
+        plain = rounded(json.loads(json.dumps(fig_dict, cls=_encoder())))
+        fig_json = json.dumps(plain, sort_keys=True)
         div_id = "fig-" + hashlib.sha1(fig_json.encode()).hexdigest()[:12]
         html = pio.to_html(
-            fig_dict,
+            plain,
             include_plotlyjs=False,
             include_mathjax=False,
             full_html=False,
@@ -38,11 +41,28 @@ class BookRenderer(MimetypeRenderer):
             validate=False,
             config={"displaylogo": False, "responsive": True},
         )
-        plain = json.loads(fig_json)
         spec = {"data": plain.get("data", []), "layout": plain.get("layout", {}), "config": {}}
         if plain.get("frames"):  # animations: JupyterLab's play button needs the frames too
             spec["frames"] = plain["frames"]
         return {"application/vnd.plotly.v1+json": spec, "text/html": html}
+
+
+FIGURE_DIGITS = 6  # significant digits kept in figure data: what a reader can see, and not the processor's last bits
+
+
+def rounded(value, digits: int = FIGURE_DIGITS):
+    """``value`` (nested dicts/lists from JSON) with every float rounded to ``digits`` significant digits.
+
+    The last bits of a float differ between processors (kernels chosen per CPU); a figure needs far fewer digits,
+    and rounding also shrinks the pages. Integers, strings and non-finite floats pass through unchanged.
+    """
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}") if math.isfinite(value) else value
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    return value
 
 
 def _encoder():
@@ -97,4 +117,4 @@ def live_figure(draw, **controls):
     return widgets.VBox([widgets.HBox(list(controls.values())), out])
 
 
-__all__ = ["BookRenderer", "use_book_renderer", "line_figure", "live_figure", "PALETTE"]
+__all__ = ["BookRenderer", "rounded", "FIGURE_DIGITS", "use_book_renderer", "line_figure", "live_figure", "PALETTE"]
