@@ -2,10 +2,16 @@
 
 Every public function of energylab validates its inputs with these, so a bad argument
 fails loudly with its own name in the message instead of producing a silent NaN.
+
+Numbers: wherever a float is accepted, so are ints, NumPy scalars and one-element tensors (bools and
+non-numbers raise TypeError). Value checks on tensor *contents* (finiteness, zero rows, overflow) are
+skipped under torch.func transforms and torch.compile, where a data-dependent raise is not allowed.
 """
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 
 import torch
 
@@ -31,15 +37,91 @@ def _functorch_active() -> bool:
     return bool(active and active())
 
 
-def check_positive(name: str, value) -> None:
-    """Require a finite, strictly positive scalar (a temperature, a step size, an inverse temperature)."""
-    v = float(value.detach()) if isinstance(value, torch.Tensor) and value.numel() == 1 else value
-    if isinstance(v, torch.Tensor):
-        if not (torch.isfinite(v).all() and (v > 0).all()):
-            raise ValueError(f"{name} must be finite and > 0 everywhere")
+def _value_checks_off() -> bool:
+    return _functorch_active() or torch.compiler.is_compiling()
+
+
+def check_number(name: str, value) -> float:
+    """A real scalar as a Python float: int, float, a NumPy scalar or a one-element real tensor."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1 or value.dtype == torch.bool or value.is_complex():
+            raise TypeError(f"{name} must be a real number, got a tensor of shape {tuple(value.shape)} "
+                            f"and dtype {value.dtype}")
+        return float(value.detach())
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+    return float(value)
+
+
+def check_positive(name: str, value, allow_zero: bool = False, scalar: bool = False):
+    """Require a finite number > 0 (>= 0 with ``allow_zero``): a temperature, a step size, an inverse temperature.
+
+    Returns the value to compute with: a Python float, or the tensor itself when a tensor was given (it may
+    carry gradients, e.g. a learnable temperature) unless ``scalar`` asks for a float. Without ``scalar`` a
+    tensor of several entries (one value per head) is accepted and checked entry-wise.
+    """
+    bound = ">= 0" if allow_zero else "> 0"
+    if isinstance(value, torch.Tensor) and not (scalar and value.numel() == 1):
+        if scalar or value.dtype == torch.bool or value.is_complex():
+            raise TypeError(f"{name} must be a real number, got a tensor of shape {tuple(value.shape)} "
+                            f"and dtype {value.dtype}")
+        if _value_checks_off():
+            return value
+        positive = (value >= 0) if allow_zero else (value > 0)
+        if not (torch.isfinite(value).all() and positive.all()):
+            raise ValueError(f"{name} must be finite and {bound} everywhere")
+        return value
+    v = check_number(name, value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return v
+
+
+def check_int(name: str, value, minimum: int | None = None) -> int:
+    """An integer as a Python int: int, a NumPy integer or a one-element integer tensor (bools refused)."""
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}") from None
+    if minimum is not None and v < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {v}")
+    return v
+
+
+def check_count(name: str, x: torch.Tensor, axis: int, minimum: int = 1, what: str = "token", why: str = "") -> None:
+    """Require at least ``minimum`` entries along ``axis`` of x (e.g. a non-empty set of tokens or keys)."""
+    if x.dim() < abs(axis) or x.shape[axis] < minimum:
+        plural = "s" if minimum > 1 else ""
+        raise ValueError(f"{name} must hold at least {minimum} {what}{plural}, got shape {tuple(x.shape)}"
+                         + (f" ({why})" if why else ""))
+
+
+def check_nonzero_rows(name: str, x: torch.Tensor, norms: torch.Tensor | None = None,
+                       why: str = "a zero vector has no direction on the sphere") -> None:
+    """Require every row x[..., i, :] to be non-zero (``norms``: the row norms, if already computed)."""
+    if _value_checks_off():
         return
-    if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    norms = x.norm(dim=-1) if norms is None else norms
+    zero = (norms == 0).reshape(x.shape[:-1])
+    if zero.any():
+        index = tuple(int(i) for i in zero.nonzero()[0])
+        raise ValueError(f"{name} has a zero row at index {index}: {why}")
+
+
+def check_overflow(name: str, value, result: torch.Tensor, what: str) -> None:
+    """Raise a ValueError naming the inverse temperature ``name`` when ``result`` overflowed: exp(name·score) = inf.
+
+    ``what`` is the exponential, e.g. "exp(beta⟨x_i, x_j⟩)"; the message states the dtype's safe range.
+    """
+    if _value_checks_off() or torch.isfinite(result).all():
+        return
+    shown = f"{float(value):g}" if isinstance(value, (int, float)) else repr(value)
+    limit = math.log(torch.finfo(result.dtype).max)
+    raise ValueError(f"{name}={shown} is too large for {result.dtype}: {what} overflows; the safe range is "
+                     f"{name} · (largest score) < {limit:.1f}, the log of the largest {result.dtype} "
+                     f"(less the log of the number of terms summed)")
 
 
 def check_dim(name: str, actual: int, expected: int, what: str = "last dimension") -> None:
@@ -48,9 +130,9 @@ def check_dim(name: str, actual: int, expected: int, what: str = "last dimension
         raise ValueError(f"{name}: {what} must be {expected}, got {actual}")
 
 
-def check_divides(name: str, heads: int, dim: int) -> None:
-    """Require the number of heads to divide the model dimension."""
-    if not isinstance(heads, int) or heads < 1:
-        raise ValueError(f"{name} must be a positive int, got {heads!r}")
+def check_divides(name: str, heads, dim: int) -> int:
+    """Require the number of heads (a positive int) to divide the model dimension; returns it as an int."""
+    heads = check_int(name, heads, minimum=1)
     if dim % heads:
         raise ValueError(f"{name}={heads} must divide the dimension {dim}")
+    return heads

@@ -17,6 +17,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from energylab import operators as op
+from energylab._checks import check_int
 
 __all__ = ["Equation", "AttentionForm", "FORMS", "register", "verify", "reference_update", "approx_slope"]
 
@@ -44,6 +45,7 @@ class AttentionForm:
     reference: str | None = None  # approx only: the exact form it approximates
     order: int | None = None  # approx only: error = O(s^order) in the correction size s
     shrink: Callable[[dict, float], dict] | None = None  # approx only: params with the correction scaled by s
+    min_tokens: int = 1  # the fewest tokens an instance may have (local attention needs another token to see)
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -108,12 +110,14 @@ def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
 
     gradient/newton kinds: ‖update − reference‖ / ‖reference‖ with the reference from autograd;
     approx kind: |fitted order − stated order| / stated order (see the module docstring).
+    n_tokens ≥ ``FORMS[name].min_tokens`` and dim ≥ 1 (an empty instance has nothing to compare: ValueError).
     """
     if name not in FORMS:
         raise ValueError(f"name must be one of {sorted(FORMS)}, got {name!r}")
-    if not isinstance(trials, int) or trials < 1:
-        raise ValueError(f"trials must be a positive int, got {trials!r}")
     form = FORMS[name]
+    trials = check_int("trials", trials, minimum=1)
+    n_tokens = check_int("n_tokens", n_tokens, minimum=form.min_tokens)
+    dim = check_int("dim", dim, minimum=1)
     worst = 0.0
     for _ in range(trials):
         x, params = form.sample(n_tokens, dim, generator=generator, dtype=torch.float64)

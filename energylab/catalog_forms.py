@@ -13,6 +13,7 @@ import torch
 from energylab import energies as en
 from energylab import hyperspherical as hs
 from energylab import operators as op
+from energylab._checks import check_int
 from energylab.catalog import AttentionForm, Equation, register
 
 __all__ = ["sample_sphere_tokens", "heads_for"]
@@ -40,6 +41,7 @@ def _temperature(generator, dtype) -> float:
 
 def heads_for(dim: int) -> int:
     """The smallest prime factor of dim below dim (so d_h = dim/heads > 1), or 1 when dim is prime."""
+    dim = check_int("dim", dim, minimum=1)
     return next((q for q in range(2, dim) if dim % q == 0), 1)
 
 
@@ -48,6 +50,7 @@ def sample_sphere_tokens(n_tokens: int, dim: int, generator=None, dtype=torch.fl
 
     Returns (z (3, d), {"H": (N, d), "W": (d, d), "T": float}).
     """
+    n_tokens, dim = check_int("n_tokens", n_tokens, minimum=1), check_int("dim", dim, minimum=1)
     W = _well_conditioned(generator, dtype, dim)
     targets = rho * _unit_rows(generator, dtype, n_tokens, dim)  # the W h_i, on the sphere
     H = torch.linalg.solve(W, targets.T).T  # h_i = W⁻¹ (ρ u_i)
@@ -212,7 +215,7 @@ register(AttentionForm(
     equation=Equation(r"\sum_i e_i,\ e_i = -\lambda^{-1}\log\sum_{j\ne i} e^{\lambda x_i^\top J_{ij} c_j}",
                       r"-\partial e_i/\partial x_i = \sum_{j\ne i}\alpha_{ij} J_{ij} c_j"),
     energy=lambda x, J, lam, context: en.local_energies(x, context, J, lam).sum(),
-    update=op.local_attention_update, sample=_sample_local,
+    update=op.local_attention_update, sample=_sample_local, min_tokens=2,
     note="Exact gradient of each local energy in its own token, the others (context c) held fixed; at c = x "
     "it is self-attention with value map J_ij. Σ_i e_i with c = x moving too is not what it descends.",
 ))

@@ -22,7 +22,7 @@ import torch
 
 from energylab import energies as en
 from energylab import operators as op
-from energylab._checks import check_positive, check_tensor
+from energylab._checks import check_divides, check_int, check_positive, check_tensor
 
 __all__ = ["Descent", "descend", "multihead_sphere_instance", "multihead_attention", "per_sample_free_energy", "cluster_task",
            "AlternatingConfig", "AlternatingHistory", "alternating_optimisation"]
@@ -50,9 +50,8 @@ def descend(update: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[to
     the operator is the closed form, so the trajectory is exactly what a looped layer computes.
     """
     check_tensor("x0", x0)
-    check_positive("eta", eta)
-    if not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    eta = check_positive("eta", eta)
+    steps = check_int("steps", steps, minimum=0)
     x, states, values = x0.detach().clone(), [], []
     with torch.no_grad():
         for k in range(steps + 1):
@@ -73,9 +72,9 @@ def multihead_sphere_instance(n_tokens: int, dim: int, heads: int, rho: float = 
     The hypothesis of paper 000, Theorem 2. The rows of all W_{1,h} together form a random rotation, so
     Σ_h W_{1,h}ᵀW_{1,h} = I; W2 is a random well-conditioned matrix split into heads.
     """
-    if dim % heads:
-        raise ValueError(f"heads={heads} must divide dim={dim}")
-    check_positive("rho", rho)
+    n_tokens, dim = check_int("n_tokens", n_tokens, minimum=1), check_int("dim", dim, minimum=1)
+    heads = check_divides("heads", heads, dim)
+    rho = check_positive("rho", rho)
     dh = dim // heads
 
     def on_spheres(n):  # (n, d): each head's block has norm ρ

@@ -22,13 +22,14 @@ Tokens are (B, N, d); weights Q, K are (H, k, d) and V is (H, d, d). Observables
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from energylab._checks import check_divides, check_positive, check_tensor
+from energylab._checks import check_count, check_divides, check_int, check_overflow, check_positive, check_tensor
 from energylab.energies import sphere_interaction_energy
 
 UNIT_TOL = 1e-5  # how far from norm 1 an initial token may be (float32 round-off is ~1e-7)
@@ -82,9 +83,8 @@ def preset_weights(name: str, d: int, heads: int = 1, seed: int = 0, dtype=torch
     """
     if name not in PRESETS:
         raise ValueError(f"name must be one of {PRESETS}, got {name!r}")
-    if not isinstance(d, int) or d < 2:
-        raise ValueError(f"d must be an int >= 2, got {d!r}")
-    check_divides("heads", heads, d)
+    d = check_int("d", d, minimum=2)
+    heads = check_divides("heads", heads, d)
     gen = torch.Generator().manual_seed(seed)
     k = d // heads
     eye = torch.eye(d, dtype=dtype)
@@ -108,9 +108,7 @@ def preset_weights(name: str, d: int, heads: int = 1, seed: int = 0, dtype=torch
 def random_tokens(batch: int, n: int, d: int, seed: int = 0, hemisphere: bool = False,
                   dtype=torch.float64) -> torch.Tensor:
     """(B, N, d) tokens uniform on S^{d-1} (or on the open hemisphere x_1 > 0), from their own generator."""
-    for name, v in (("batch", batch), ("n", n), ("d", d)):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    batch, n, d = (check_int(name, v, minimum=1) for name, v in (("batch", batch), ("n", n), ("d", d)))
     gen = torch.Generator().manual_seed(seed)
     x = F.normalize(torch.randn(batch, n, d, generator=gen, dtype=dtype), dim=-1)
     if hemisphere:
@@ -125,17 +123,15 @@ def _tangent(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def _check_tokens(name: str, x) -> torch.Tensor:
     check_tensor(name, x, ndim=3)
-    if x.shape[1] < 1:
-        raise ValueError(f"{name} must hold at least one token, got shape {tuple(x.shape)}")
+    check_count(name, x, 1)
     return x
 
 
 def _check_beta(beta, allow_zero: bool) -> float:
-    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
-        raise ValueError(f"beta must be a finite number, got {beta!r}")
-    if beta < 0 or (beta == 0 and not allow_zero):
-        raise ValueError(f"beta must be {'>= 0' if allow_zero else '> 0'}, got {beta!r}")
-    return float(beta)
+    return check_positive("beta", beta, allow_zero=allow_zero, scalar=True)
+
+
+_USA_EXP = "exp(beta⟨Q_h x_i, K_h x_j⟩) of the unnormalised flow (USA)"
 
 
 def _check_match(x: torch.Tensor, weights: SphereWeights) -> SphereWeights:
@@ -150,10 +146,16 @@ def velocity(x: torch.Tensor, weights: SphereWeights, beta: float, normalized: b
              causal: bool = False) -> torch.Tensor:
     """dx/dt of SA (``normalized=True``) or USA (``False``) at tokens x: (B, N, d) -> (B, N, d), tangent to S^{d-1}.
 
-    The SA weights 1/Z_{h,i} exp(.) are a softmax, computed by PyTorch's fused attention kernel with scale beta.
+    The SA weights 1/Z_{h,i} exp(.) are a softmax, computed by PyTorch's fused attention kernel with scale beta
+    (finite for any beta). USA's are not normalised: where exp(beta⟨Q_h x_i, K_h x_j⟩) overflows the dtype
+    (beta ≳ 709 in float64 with unit tokens and Q = K = I) the velocity is not representable, a ValueError.
     """
     _check_tokens("x", x)
-    return _velocity(x, _check_match(x, weights), _check_beta(beta, allow_zero=True), normalized, causal)
+    beta = _check_beta(beta, allow_zero=True)
+    v = _velocity(x, _check_match(x, weights), beta, normalized, causal)
+    if not normalized:
+        check_overflow("beta", beta, v, _USA_EXP)
+    return v
 
 
 def _velocity(x: torch.Tensor, w: SphereWeights, beta: float, normalized: bool, causal: bool) -> torch.Tensor:
@@ -182,6 +184,7 @@ def energy(x: torch.Tensor, beta: float, weights: SphereWeights | None = None) -
     check_tensor("x", x)
     if x.dim() < 2:
         raise ValueError(f"x must have shape (..., N, d), got {tuple(x.shape)}")
+    check_count("x", x, -2)
     beta = _check_beta(beta, allow_zero=False)
     if weights is None:
         return sphere_interaction_energy(x, beta)
@@ -190,7 +193,9 @@ def energy(x: torch.Tensor, beta: float, weights: SphereWeights | None = None) -
     q = torch.einsum("hkd,...id->...hik", w.Q, x)  # (..., H, N, k)
     key = torch.einsum("hkd,...jd->...hjk", w.K, x)  # (..., H, N, k)
     gram = q @ key.transpose(-1, -2)  # (..., H, N, N): <Q_h x_i, K_h x_j>
-    return torch.exp(beta * gram).sum((-1, -2, -3)) / (2 * beta * n * n)
+    e = torch.exp(beta * gram).sum((-1, -2, -3)) / (2 * beta * n * n)
+    check_overflow("beta", beta, e, "exp(beta⟨Q_h x_i, K_h x_j⟩)")
+    return e
 
 
 @dataclass
@@ -238,14 +243,16 @@ def _flow_step(x: torch.Tensor, w: SphereWeights, config: FlowConfig) -> torch.T
 
 
 def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Trajectory:
-    """Integrate the flow from tokens x0 (B, N, d) on the sphere; returns every ``save_every``-th state."""
+    """Integrate the flow from tokens x0 (B, N, d) on the sphere; returns every ``save_every``-th state.
+
+    SA is finite for any beta. USA's velocity grows like exp(beta): where it overflows the dtype (Euler: beta ≳ 709
+    in float64 with Q = K = I; RK4, whose stages leave the sphere by step·|v|, much sooner) a ValueError names
+    beta and step instead of returning NaN tokens.
+    """
     _check_tokens("x0", x0)
-    _check_beta(config.beta, allow_zero=True)
-    check_positive("step", config.step)
-    for name in ("steps", "save_every"):
-        v = getattr(config, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "steps" else 1):
-            raise ValueError(f"{name} must be a {'non-negative' if name == 'steps' else 'positive'} int, got {v!r}")
+    config = dataclasses.replace(
+        config, beta=_check_beta(config.beta, allow_zero=True), step=check_positive("step", config.step, scalar=True),
+        steps=check_int("steps", config.steps, minimum=0), save_every=check_int("save_every", config.save_every, 1))
     if config.method not in ("euler", "rk4"):
         raise ValueError(f"method must be 'euler' or 'rk4', got {config.method!r}")
     off = (torch.linalg.vector_norm(x0, dim=-1) - 1).abs().max()
@@ -259,8 +266,21 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
         if s % config.save_every == 0:
             saved.append(x)
             times.append(s)
+    if not config.normalized and not torch.isfinite(x).all():
+        raise ValueError(_usa_overflow_message(config, x.dtype))
     t = torch.tensor(times, dtype=x0.dtype, device=x0.device) * config.step
     return Trajectory(t=t, x=torch.stack(saved))  # (T,), (T, B, N, d)
+
+
+def _usa_overflow_message(config: FlowConfig, dtype) -> str:
+    limit = math.log(torch.finfo(dtype).max)
+    msg = (f"beta={config.beta:g}, step={config.step:g}: {_USA_EXP} overflowed {dtype}; the safe range is "
+           f"beta · max⟨Q_h x_i, K_h x_j⟩ < {limit:.1f} (the log of the largest {dtype})")
+    if config.method == "rk4":
+        msg += (", and with method='rk4' the stages x + step·k/2 leave the sphere, where the exponent grows with "
+                "|x|², so step · |velocity| must stay small (|velocity| ~ exp(beta)): use a smaller beta or step, "
+                "method='euler', or normalized=True")
+    return msg
 
 
 def simulate_preset(n: int = 64, beta: float = 1.0, preset: str = "identity", heads: int = 1, step: float = 0.1,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from energylab._checks import check_dim, check_divides, check_positive, check_tensor
+from energylab._checks import check_count, check_dim, check_divides, check_nonzero_rows, check_positive, check_tensor
 from energylab.kernels import row_blocks
 
 __all__ = [
@@ -34,8 +34,27 @@ __all__ = [
 
 
 def rms_normalize(u: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
-    """RMSNorm without gain, u / √(mean(u²) + ε) over the last dim: the projection onto the sphere of radius √p."""
+    """RMSNorm without gain, u / √(mean(u²) + ε) over the last dim: the projection onto the sphere of radius √p.
+
+    eps ≥ 0; with eps = 0 a zero row has no direction to keep (ValueError naming u).
+    """
+    check_tensor("u", u)
+    eps = _check_rms(u, eps, "u")
+    return _rms_normalize(u, eps)
+
+
+def _rms_normalize(u: torch.Tensor, eps: float) -> torch.Tensor:
     return u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _check_rms(u: torch.Tensor, eps, name: str) -> float:
+    """eps ≥ 0, and with eps = 0 no zero row of u (whose RMS normalisation would be 0/0)."""
+    eps = check_positive("eps", eps, allow_zero=True, scalar=True)
+    if eps == 0:
+        check_nonzero_rows(name, u, why="with eps = 0 its RMS normalisation is 0/0 (pass eps > 0)")
+    return eps
+
+
 # ----------------------------------------------------------------------------- Hyper-SET (paper 004)
 def head_projections(X: torch.Tensor, W: torch.Tensor, heads: int) -> torch.Tensor:
     """z_iʰ = W_hᵀ x_i with W = [W_1, ..., W_H] split by columns (paper 004, eq. 2).
@@ -46,15 +65,16 @@ def head_projections(X: torch.Tensor, W: torch.Tensor, heads: int) -> torch.Tens
     check_tensor("W", W, ndim=2)
     if X.dim() < 2:
         raise ValueError(f"X must have at least 2 dims (..., N, d), got shape {tuple(X.shape)}")
+    check_count("X", X, -2, why="attention needs at least one key")
     check_dim("W", W.shape[0], X.shape[-1], what="first dimension")
-    check_divides("heads", heads, W.shape[1])
+    heads = check_divides("heads", heads, W.shape[1])
     Z = X @ W  # (..., N, H·p)
     return Z.unflatten(-1, (heads, W.shape[1] // heads)).transpose(-2, -3)  # (..., H, N, p)
 
 
 def hyperset_attention_energy(X: torch.Tensor, W: torch.Tensor, heads: int, beta) -> torch.Tensor:
     """E_ATTN = β⁻¹ Σ_h Σ_i log Σ_j exp(β z_iʰᵀ z_jʰ) (paper 004, eqs. 3-4, constraint omitted). -> (...)."""
-    check_positive("beta", beta)
+    beta = check_positive("beta", beta)
     Z = head_projections(X, W, heads)
     scores = beta * Z @ Z.transpose(-1, -2)  # (..., H, N, N): β z_iᵀ z_j
     return torch.logsumexp(scores, dim=-1).sum((-1, -2)) / beta
@@ -62,14 +82,14 @@ def hyperset_attention_energy(X: torch.Tensor, W: torch.Tensor, heads: int, beta
 
 def sigmoid_attention_energy(X: torch.Tensor, W: torch.Tensor, heads: int, beta) -> torch.Tensor:
     """E = ½ β⁻¹ Σ_h Σ_ij σ(β z_iʰᵀ z_jʰ) (paper 004, Table 18, f(x) = x/(2β), K = σ(β xᵀy)). -> (...)."""
-    check_positive("beta", beta)
+    beta = check_positive("beta", beta)
     Z = head_projections(X, W, heads)
     return torch.sigmoid(beta * Z @ Z.transpose(-1, -2)).sum((-1, -2, -3)) / (2 * beta)
 
 
 def kernel_linear_attention_energy(X: torch.Tensor, W: torch.Tensor, heads: int, beta) -> torch.Tensor:
     """E = (β/4) Σ_h Σ_ij (Φ(z_iʰ)ᵀ Φ(z_jʰ))², Φ = σ element-wise (paper 004, Table 18, linear attention). -> (...)."""
-    check_positive("beta", beta)
+    beta = check_positive("beta", beta)
     phi = torch.sigmoid(head_projections(X, W, heads))  # (..., H, N, p)
     return 0.25 * beta * (phi @ phi.transpose(-1, -2)).pow(2).sum((-1, -2, -3))
 
@@ -107,9 +127,11 @@ def _merge_heads(Y: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 def _projections(X, W, heads, rms, eps, validate=True):
     if validate:
         Z = head_projections(X, W, heads)
+        if rms:
+            eps = _check_rms(Z, eps, "X")  # names X: a zero projection W_hᵀx_i comes from it
     else:  # (..., N, H·p) -> (..., H, N, p)
         Z = (X @ W).unflatten(-1, (heads, W.shape[1] // heads)).transpose(-2, -3)
-    return rms_normalize(Z, eps) if rms else Z
+    return _rms_normalize(Z, eps) if rms else Z
 
 
 def hyperset_attention_update(X, W, heads: int, beta, rms: bool = False, eps: float = 0.0,
@@ -120,7 +142,7 @@ def hyperset_attention_update(X, W, heads: int, beta, rms: bool = False, eps: fl
     X: (..., N, d)  ->  (..., N, d). The Hyper-SET layer (eq. 9) is X + α_t · update.
     """
     if validate:
-        check_positive("beta", beta)
+        beta = check_positive("beta", beta)
     Z = _projections(X, W, heads, rms, eps, validate)
     Z_t = Z.transpose(-1, -2)
     rows_out, cols_out = [], 0
@@ -135,7 +157,7 @@ def sigmoid_attention_update(X, W, heads: int, beta, rms: bool = False, eps: flo
                              validate: bool = True) -> torch.Tensor:
     """−∇E = −Σ_h [σ'(β Zʰ Zʰᵀ) Zʰ] W_hᵀ, σ' = σ(1 − σ) (paper 004, Table 18, sigmoid attention). -> (..., N, d)."""
     if validate:
-        check_positive("beta", beta)
+        beta = check_positive("beta", beta)
     Z = _projections(X, W, heads, rms, eps, validate)
     Z_t = Z.transpose(-1, -2)
     out = []
@@ -152,7 +174,7 @@ def kernel_linear_attention_update(X, W, heads: int, beta, rms: bool = False, ep
     The p × p matrix Φᵀ Φ = Σ_j φ_j φ_jᵀ is formed first, so the cost is O(N p²): linear in N.
     """
     if validate:
-        check_positive("beta", beta)
+        beta = check_positive("beta", beta)
     Z = _projections(X, W, heads, rms, eps, validate)
     phi = torch.sigmoid(Z)
     gram = phi.transpose(-1, -2) @ phi  # (..., H, p, p): Σ_j φ_j φ_jᵀ
@@ -163,7 +185,9 @@ def _ff_hidden(X, D, rms, eps, validate=True):
     if validate:
         _check_ff(X, D)
     U = X @ D  # (..., N, M): d_mᵀ x_i
-    return rms_normalize(U, eps) if rms else U
+    if validate and rms:
+        eps = _check_rms(U, eps, "X")
+    return _rms_normalize(U, eps) if rms else U
 
 
 def hyperset_feedforward_update(X, D, rms: bool = False, eps: float = 0.0, validate: bool = True) -> torch.Tensor:

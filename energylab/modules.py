@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import hyperspherical as hs
-from energylab._checks import check_dim, check_divides, check_positive, check_tensor
+from energylab._checks import check_count, check_dim, check_divides, check_int, check_positive, check_tensor
 from energylab.kernels import _mask_rows, expressive_attention_values, newton_first_order_direction, ridge_inverse
 from energylab.kernels import row_blocks
 from energylab.operators import _dot_product_weights
@@ -34,11 +34,18 @@ __all__ = [
 
 
 def _check_input(x, dim: int) -> None:
-    """x must be (B, N, dim); finiteness is checked eagerly only (a data-dependent raise breaks torch.compile)."""
+    """x must be (B, N ≥ 1, dim); finiteness is checked eagerly only (a data-dependent raise breaks torch.compile)."""
     if torch.compiler.is_compiling():
         return
     check_tensor("x", x, ndim=3)
+    check_count("x", x, 1)
     check_dim("x", x.shape[-1], dim)
+
+
+def _check_sizes(dim, heads=None) -> tuple[int, int | None]:
+    """dim a positive int and, if given, heads a positive int dividing it; returned as ints."""
+    dim = check_int("dim", dim, minimum=1)
+    return dim, None if heads is None else check_divides("heads", heads, dim)
 
 
 def _causal_mask(n: int, device) -> torch.Tensor:
@@ -58,7 +65,7 @@ class _QKVAttention(nn.Module):
 
     def __init__(self, dim: int, heads: int, causal: bool):
         super().__init__()
-        check_divides("heads", heads, dim)
+        dim, heads = _check_sizes(dim, heads)
         self.dim, self.heads, self.causal = dim, heads, bool(causal)
         self.qkv = nn.Linear(dim, 3 * dim, bias=False)  # [W_Q; W_K; W_V]
         self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}]
@@ -94,8 +101,7 @@ class ExpressiveAttention(_QKVAttention):
 
     def __init__(self, dim: int, heads: int, causal: bool = True, scale: float | None = None):
         super().__init__(dim, heads, causal)
-        self.scale = 1 / math.sqrt(dim // heads) if scale is None else float(scale)
-        check_positive("scale", self.scale)
+        self.scale = 1 / math.sqrt(dim // heads) if scale is None else check_positive("scale", scale, scalar=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
@@ -117,10 +123,9 @@ class MHA2nd1st(nn.Module):
 
     def __init__(self, dim: int, heads: int, causal: bool = True, ridge: float = 1e-4):
         super().__init__()
-        check_divides("heads", heads, dim)
-        if not ridge >= 0:
-            raise ValueError(f"ridge must be >= 0, got {ridge!r}")
-        self.dim, self.heads, self.causal, self.ridge = dim, heads, bool(causal), float(ridge)
+        dim, heads = _check_sizes(dim, heads)
+        ridge = check_positive("ridge", ridge, allow_zero=True, scalar=True)
+        self.dim, self.heads, self.causal, self.ridge = dim, heads, bool(causal), ridge
         d_h = dim // heads
         self.query = nn.Linear(dim, dim, bias=False)  # rows h·d_h..(h+1)·d_h are W_{Q,h}
         self.key = nn.Linear(dim, dim, bias=False)  # W_{K,h} likewise
@@ -160,12 +165,12 @@ class _HypersphericalAttention(nn.Module):
     def __init__(self, dim: int, heads: int, causal: bool = False, beta: float | None = None,
                  rms: bool = True, eps: float = 1e-6):
         super().__init__()
-        check_divides("heads", heads, dim)
+        dim, heads = _check_sizes(dim, heads)
         if causal:
             raise ValueError("causal=True is not available: the symmetric energy's gradient uses future tokens")
-        self.dim, self.heads, self.rms, self.eps = dim, heads, bool(rms), float(eps)
-        self.beta = 1 / math.sqrt(dim // heads) if beta is None else float(beta)
-        check_positive("beta", self.beta)
+        eps = check_positive("eps", eps, allow_zero=True, scalar=True)
+        self.dim, self.heads, self.rms, self.eps = dim, heads, bool(rms), eps
+        self.beta = 1 / math.sqrt(dim // heads) if beta is None else check_positive("beta", beta, scalar=True)
         self.weight = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))  # W = [W_1 ... W_H], (d, H·d_h)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -202,10 +207,10 @@ class _EnergyFeedforward(nn.Module):
 
     def __init__(self, dim: int, hidden: int | None = None, rms: bool = True, eps: float = 1e-6):
         super().__init__()
-        hidden = 4 * dim if hidden is None else hidden
-        if not isinstance(hidden, int) or hidden < 1:
-            raise ValueError(f"hidden must be a positive int, got {hidden!r}")
-        self.dim, self.hidden, self.rms, self.eps = dim, hidden, bool(rms), float(eps)
+        dim, _ = _check_sizes(dim)
+        hidden = 4 * dim if hidden is None else check_int("hidden", hidden, minimum=1)
+        eps = check_positive("eps", eps, allow_zero=True, scalar=True)
+        self.dim, self.hidden, self.rms, self.eps = dim, hidden, bool(rms), eps
         self.weight = nn.Parameter(torch.randn(dim, hidden) / math.sqrt(dim))  # D = [d_1 ... d_M]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import torch
 
-from energylab._checks import check_positive, check_tensor
+from energylab._checks import (
+    _value_checks_off,
+    check_count,
+    check_nonzero_rows,
+    check_overflow,
+    check_positive,
+    check_tensor,
+)
 from energylab.energies import (
     _mapped_tokens,
+    _squared_scores,
     boltzmann_weights,
     check_heads,
     check_query_tokens,
@@ -56,8 +64,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- attention weights from scores
 def _check_scores_mask(scores, mask) -> None:
     check_tensor("scores", scores)
-    if scores.dim() < 1:
-        raise ValueError(f"scores must have at least 1 dim (..., N), got shape {tuple(scores.shape)}")
+    check_count("scores", scores, -1, what="key on its last dim", why="a softmax over zero keys is undefined")
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
             raise TypeError("mask must be a boolean tensor (True where attention is allowed)")
@@ -74,11 +81,17 @@ def dot_product_weights(scores: torch.Tensor, mask: torch.Tensor | None = None, 
 
     scores: (..., M, N) raw scores s_mk = q_mᵀ k_k; mask: boolean, broadcastable to scores, True where
     attention is allowed (a causal mask is ``torch.ones(N, N, dtype=bool).tril()``); beta > 0.
-    Returns (..., M, N), each row summing to 1 over its allowed entries (rows must allow at least one entry).
+    Returns (..., M, N), each row summing to 1 over its allowed entries. A row with no allowed entry (fully
+    masked) has no distribution to return: it gets zero weights, and zero gradient (never NaN).
     """
     _check_scores_mask(scores, mask)
-    check_positive("beta", beta)
-    return _dot_product_weights(scores, mask, beta)
+    beta = check_positive("beta", beta)
+    if mask is None:
+        return _dot_product_weights(scores, mask, beta)
+    # a fully masked row keeps its (finite) scores so that its softmax stays finite, then is zeroed; other rows
+    # are untouched (their masked entries are exactly 0 already), so their values and gradients do not change
+    keep = mask | ~mask.any(-1, keepdim=True)
+    return _dot_product_weights(scores, keep, beta).masked_fill(~mask, 0.0)
 
 
 def _dot_product_weights(scores, mask=None, beta=1.0):
@@ -94,7 +107,10 @@ def expressive_weights(scores: torch.Tensor, mask: torch.Tensor | None = None) -
 
     The weight of a score is even in s: anti-aligned query/key pairs attend as strongly as aligned ones.
     scores: (..., M, N); mask as in :func:`dot_product_weights`. A row whose allowed scores are all exactly
-    zero has no weight to normalise and returns zeros (the denominator is clamped at the smallest normal).
+    zero (or that is fully masked) has no weight to normalise and returns zeros (the denominator is clamped
+    at the smallest normal); we chose zeros over uniform weights because s → 0 has no unique limit (along
+    s = t·u the weights tend to u_k²/Σ_j u_j²) and the fused layer kernel does the same. A score whose square
+    overflows gets the raw weight 1, its limit.
     """
     _check_scores_mask(scores, mask)
     return _expressive_weights(scores, mask)
@@ -102,8 +118,8 @@ def expressive_weights(scores: torch.Tensor, mask: torch.Tensor | None = None) -
 
 def _expressive_weights(scores, mask=None):
     """:func:`expressive_weights` without validation (for layers' hot paths)."""
-    s2 = scores * scores
-    w = s2 / (1 + s2)  # z²/(1+z²) in [0, 1)
+    s2 = _squared_scores(scores)
+    w = s2 / (1 + s2)  # z²/(1+z²) in [0, 1]
     if mask is not None:
         w = w.masked_fill(~mask, 0.0)
     return w / w.sum(-1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
@@ -145,23 +161,40 @@ def attention_step(z: torch.Tensor, H: torch.Tensor, W_QK: torch.Tensor, W_V: to
 
 
 # ----------------------------------------------------------------------------- the sphere
-def tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """P_x v = v − ⟨x̂, v⟩ x̂ row-wise, x̂ = x/‖x‖: the part of v tangent to the sphere through x (Geshkovski et al.).
-
-    x, v: (..., d) of the same shape  ->  (..., d).
-    """
+def _check_on_sphere(x, v, v_name: str) -> None:
     check_tensor("x", x)
-    check_tensor("v", v)
+    if x.dim() < 1:
+        raise ValueError(f"x must have at least 1 dim (..., d), got shape {tuple(x.shape)}")
+    check_tensor(v_name, v)
     if x.shape != v.shape:
-        raise ValueError(f"v must have the shape of x {tuple(x.shape)}, got {tuple(v.shape)}")
-    x_hat = x / x.norm(dim=-1, keepdim=True)
+        raise ValueError(f"{v_name} must have the shape of x {tuple(x.shape)}, got {tuple(v.shape)}")
+
+
+def _tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """:func:`tangent_projection` without the tensor checks (the zero-row check stays: it would give NaN)."""
+    norm = x.norm(dim=-1, keepdim=True)
+    check_nonzero_rows("x", x, norm, why="a zero vector has no direction, hence no tangent space on the sphere")
+    x_hat = x / norm
     return v - (x_hat * v).sum(-1, keepdim=True) * x_hat
 
 
+def tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """P_x v = v − ⟨x̂, v⟩ x̂ row-wise, x̂ = x/‖x‖: the part of v tangent to the sphere through x (Geshkovski et al.).
+
+    x, v: (..., d) of the same shape  ->  (..., d). A zero row of x has no tangent space: ValueError naming x.
+    """
+    _check_on_sphere(x, v, "v")
+    return _tangent_projection(x, v)
+
+
 def sphere_step(x: torch.Tensor, update: torch.Tensor, eta: float) -> torch.Tensor:
-    """Projected step on the sphere: x ← ‖x‖ · (x + η P_x u) / ‖x + η P_x u‖ (row-wise; keeps each ‖x_i‖)."""
-    check_positive("eta", eta)
-    y = x + eta * tangent_projection(x, update)
+    """Projected step on the sphere: x ← ‖x‖ · (x + η P_x u) / ‖x + η P_x u‖ (row-wise; keeps each ‖x_i‖).
+
+    x, update: (..., d), x without zero rows (ValueError naming x); eta > 0.
+    """
+    _check_on_sphere(x, update, "update")
+    eta = check_positive("eta", eta)
+    y = x + eta * _tangent_projection(x, update)
     return y * (x.norm(dim=-1, keepdim=True) / y.norm(dim=-1, keepdim=True))
 
 
@@ -172,7 +205,7 @@ def linear_attention_update(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T
     A step of rate η is linear attention (eq. 13) with W_QᵀW_K = W and W_V = ηT W, as the paper states
     (here the factor T is genuine: it multiplies the energy). z: (..., d)  ->  (..., d).
     """
-    check_positive("T", T)
+    T = check_positive("T", T)
     scores = -dot_product_potentials(z, H, W)  # (..., N): zᵀ W h_i
     return T * torch.einsum("...i,ia->...a", scores, _mapped_tokens(H, W))
 
@@ -272,7 +305,8 @@ def hopfield_update(xi: torch.Tensor, X: torch.Tensor, beta) -> torch.Tensor:
     """
     check_tensor("xi", xi)
     check_tensor("X", X, ndim=2)
-    check_positive("beta", beta)
+    check_count("X", X, 0, what="pattern", why="a softmax over zero keys is undefined")
+    beta = check_positive("beta", beta)
     p = torch.softmax(beta * torch.einsum("...a,ia->...i", xi, X), dim=-1)
     return torch.einsum("...i,ia->...a", p, X) - xi
 
@@ -282,17 +316,25 @@ def expressive_free_energy_update(z: torch.Tensor, H: torch.Tensor, W: torch.Ten
 
     Written as T Σ_i 2 s_i / ((1+s_i²)² Σ_j w_j) W h_i, which is smooth at s_i = 0. This is *not* the EA layer
     Σ_i p_i W_V h_i: the Boltzmann weights are EA's exactly, the gradient carries the extra factor
-    2/(s_i(1+s_i²)). z: (..., d)  ->  (..., d).
+    2/(s_i(1+s_i²)). z: (..., d)  ->  (..., d). A query whose scores are all 0 (z, H or W zero) has F_EA = +inf
+    and no gradient: ValueError naming z.
     """
-    check_positive("T", T)
+    T = check_positive("T", T)
     s = -dot_product_potentials(z, H, W)  # (..., N)
-    w_sum = (s * s / (1 + s * s)).sum(-1, keepdim=True)
-    coef = 2 * s / ((1 + s * s).pow(2) * w_sum)
+    s2 = _squared_scores(s)
+    w_sum = (s2 / (1 + s2)).sum(-1, keepdim=True)
+    if not _value_checks_off() and (w_sum == 0).any():
+        raise ValueError("z: every score s_i = zᵀW h_i of a query is 0 (z, H or W is zero), where F_EA = +inf "
+                         "and its gradient is undefined")
+    coef = 2 * s / ((1 + s2).pow(2) * w_sum)
     return T * torch.einsum("...i,ia->...a", coef, _mapped_tokens(H, W))
 
 
 def expressive_attention_step(z: torch.Tensor, H: torch.Tensor, W_QK: torch.Tensor, W_V: torch.Tensor) -> torch.Tensor:
-    """EA(z) = z + Σ_i [s_i²/(1+s_i²) / Σ_j s_j²/(1+s_j²)] W_V h_i, s_i = zᵀ W_QK h_i (paper 001, with a residual)."""
+    """EA(z) = z + Σ_i [s_i²/(1+s_i²) / Σ_j s_j²/(1+s_j²)] W_V h_i, s_i = zᵀ W_QK h_i (paper 001, with a residual).
+
+    A query whose scores are all 0 gets zero weights (see :func:`expressive_weights`), so EA(z) = z there.
+    """
     check_query_tokens(z, H, W_QK)
     check_query_tokens(z, H, W_V)
     p = expressive_weights(-dot_product_potentials(z, H, W_QK))
@@ -306,7 +348,8 @@ def local_attention_update(x: torch.Tensor, J: torch.Tensor, lam, context: torch
     (the default) this is self-attention with value map J_ij. x, context: (..., N, d), J: (N, N, d, d).
     """
     context = x if context is None else context
-    local_energies(x, context, J, lam)  # validates x, context, J, lam
+    local_energies(x, context, J, lam)  # validates x (N ≥ 2), context, J, lam
+    lam = check_positive("lam", lam)
     n = x.shape[-2]
     # (J_ij c_j)_a is shared by the logits and the output: form it once, (..., N, N, d). Two-operand einsums
     # also avoid the slow contraction order torch picks for the three-operand version (~10x here).
@@ -322,20 +365,29 @@ def sphere_interaction_update(x: torch.Tensor, beta) -> torch.Tensor:
 
     The unnormalised dynamics USA is ẋ_i = n · update_i (a time rescaling); the normalised SA divides token i
     by Z_i/n instead, a positive per-token rescaling of the same tangent field. x: (..., n, d) -> (..., n, d).
+    Tokens need not be unit but must be non-zero (ValueError naming x); where exp(β⟨x_i, x_j⟩) overflows the dtype
+    (β ≳ 709 in float64 on the unit sphere, 88 in float32) the field is not representable: ValueError naming beta.
     """
     check_tensor("x", x)
-    check_positive("beta", beta)
+    check_count("x", x, -2)
+    beta = check_positive("beta", beta)
     n = x.shape[-2]
     kernel = torch.exp(beta * torch.einsum("...ia,...ja->...ij", x, x))
-    return tangent_projection(x, kernel @ x / (n * n))
+    y = kernel @ x / (n * n)
+    check_overflow("beta", beta, y, "exp(beta⟨x_i, x_j⟩)")
+    return _tangent_projection(x, y)
 
 
 def symmetric_attention_update(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
     """−P_x ∇E = P_{x_i}(Σ_j exp(β x_iᵀA x_j) A x_j): unnormalised self-attention with W_V = A = Aᵀ.
 
     Tomihari & Karakida, Prop. 4.1 (symmetric case, continuous time, projected on the sphere). Softmax
-    attention divides token i by Z_i > 0: a descent direction too, but not this gradient. x: (..., N, d).
+    attention divides token i by Z_i > 0: a descent direction too, but not this gradient. x: (..., N, d), non-zero
+    rows (ValueError naming x); where exp(β x_iᵀA x_j) overflows the dtype a ValueError names beta.
     """
-    symmetric_attention_energy(x, A, beta)  # validates x, A (symmetric), beta
+    symmetric_attention_energy(x, A, beta)  # validates x, A (symmetric), beta, and the overflow of exp
+    beta = check_positive("beta", beta)
     kernel = torch.exp(beta * torch.einsum("...ia,ab,...jb->...ij", x, A, x))
-    return tangent_projection(x, kernel @ x @ A)
+    y = kernel @ x @ A
+    check_overflow("beta", beta, y, "exp(beta x_iᵀA x_j)")
+    return _tangent_projection(x, y)

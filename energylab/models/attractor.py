@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from energylab._checks import check_positive, check_tensor
+from energylab._checks import check_int, check_positive, check_tensor
 from energylab.energies import local_energies
 
 
@@ -89,6 +89,7 @@ class BareSelfAttention(nn.Module):
     def __init__(self, config: AttractorConfig, generator: torch.Generator | None = None):
         super().__init__()
         n, a, d = config.n_tokens, config.patch_pixels, config.dim
+        check_int("n_tokens", n, minimum=2)  # each token's local energy is a softmax over the others
         if config.init not in ("code", "paper"):
             raise ValueError(f"init must be 'code' or 'paper', got {config.init!r}")
         for name in ("lam_train", "lam_test", "eta"):
@@ -161,8 +162,7 @@ class BareSelfAttention(nn.Module):
 
         A masked token enters as a zero spin: it attends uniformly (all its logits are 0) and sends no field.
         """
-        if not isinstance(steps, int) or steps < 0:
-            raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+        steps = check_int("steps", steps, minimum=0)
         traj = [x]
         for _ in range(steps):
             traj.append(self.step(traj[-1], lam))
