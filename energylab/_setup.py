@@ -60,10 +60,11 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1, profil
                    profiles: tuple[str, ...] = PROFILES) -> torch.device:
     """Make a chapter reproducible and its figures visible everywhere.
 
-    Checks ``profile`` against the chapter's ``profiles`` (a typo must not silently run another scale),
-    applies :func:`energylab.portable.configure_torch` (a no-op outside the book's pinned runs), seeds every generator, pins torch to ``threads`` CPU threads (one thread gives bit-identical
-    floating-point sums run to run, which the committed outputs rely on), uses float32 matmuls at
-    full precision, registers the book's plotly renderer, and returns the chosen device.
+    Checks ``profile`` against the chapter's ``profiles`` (a typo must not silently run another scale), seeds
+    every generator, pins torch to ``threads`` CPU threads (one thread gives bit-identical floating-point sums
+    run to run, which the committed outputs rely on), uses float32 matmuls at full precision, applies
+    :func:`energylab.portable.configure_torch` (a no-op outside the book's pinned runs), registers the book's
+    plotly renderer, and returns the chosen device.
     """
     check_profile(profile, profiles)
     seed_everything(seed)
