@@ -5,8 +5,12 @@
                                          [--set field=value ...]
     torchrun --nproc_per_node=K -m energylab run <experiment> ...   # DistributedDataParallel, one GPU per rank
 
-``run`` writes checkpoints and ``DIR/results.json``; a notebook reads the latter with
-``energylab.experiments.load_or_run(name, profile, out_dir=DIR)``.
+``run`` writes ``DIR/run.json`` (experiment and config), checkpoints and, when it has finished,
+``DIR/results.json``; a notebook reads the latter with ``energylab.experiments.load_or_run(name, profile,
+out_dir=DIR, **overrides)``. A fresh run refuses a DIR that already holds a run; ``--resume`` continues one only
+under the same config. Errors (bad values, divergence, Ctrl-C) print one line ``error: ...`` to stderr and exit
+non-zero (2: bad input, 1: training diverged, 130: interrupted); results.json is then not written, checkpoints
+already written are kept (and named), and a run that saved nothing leaves no folder behind.
 """
 from __future__ import annotations
 
@@ -27,6 +31,13 @@ def _parse_override(text: str) -> tuple[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # outside the run itself (imports, printing); the run has its own handler
+        return _fail("interrupted", 130)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m energylab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -35,14 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("experiment")
     run.add_argument("--profile", default="quick", help="quick (laptop CPU) or full (the paper's scale)")
     run.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, ...")
-    run.add_argument("--out", default=None, help="output folder (default: results/<experiment>-<profile>)")
-    run.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
+    run.add_argument("--out", default=None, help="output folder (default: results/<experiment>-<profile>); "
+                     "a fresh run refuses a folder that already holds a run")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out (same experiment, profile "
+                     "and --set values; --device may differ), or start it if --out holds none")
     run.add_argument("--set", dest="overrides", action="append", default=[], type=_parse_override,
                      metavar="FIELD=VALUE", help="override a Config field (repeatable), e.g. --set epochs=500")
     args = parser.parse_args(argv)
 
     from energylab import experiments  # after argparse: `--help` stays fast
+    from energylab.train import TrainingDiverged
 
+    out = None if args.command == "list" else (args.out or f"results/{args.experiment}-{args.profile}")
     try:
         if args.command == "list":
             from energylab.bench import format_table
@@ -54,17 +69,37 @@ def main(argv: list[str] | None = None) -> int:
         rank, world = init_distributed()
         overrides = dict(args.overrides)
         overrides["device"] = args.device
-        out = args.out or f"results/{args.experiment}-{args.profile}"
         results = experiments.run_experiment(args.experiment, args.profile, out_dir=out, resume=args.resume,
                                              **overrides)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _fail(str(err), 2)
+    except TrainingDiverged as err:
+        return _fail(f"training diverged: {err}; {_left_behind(out)}", 1)
+    except KeyboardInterrupt:
+        return _fail(f"interrupted; {_left_behind(out)}", 130)
     if rank == 0:
         print(f"results written to {out}/results.json (world size {world})")
         for key, value in results.final.items():
             print(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")
     return 0
+
+
+def _fail(message: str, code: int) -> int:
+    print("error: " + " ".join(message.split()), file=sys.stderr)  # one line
+    return code
+
+
+def _left_behind(out: str) -> str:
+    """What a failed run left in ``out``: no results.json; the checkpoints kept, if any."""
+    import os
+
+    from energylab.results import CHECKPOINT, run_files
+
+    kept = run_files(out, (CHECKPOINT,)) if os.path.isdir(out) else []
+    if not kept:
+        return "nothing was saved"
+    return (f"results.json not written; {len(kept)} checkpoint(s) kept under {out} ({', '.join(kept[:3])}"
+            f"{', ...' if len(kept) > 3 else ''})")
 
 
 if __name__ == "__main__":

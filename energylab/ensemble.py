@@ -27,9 +27,11 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from energylab._setup import choose_device, seed_everything
-from energylab.train import (CHECKPOINT, History, TrainConfig, TrainingDiverged, _evaluate, _progress, _to_device,
-                             check_config, config_fingerprint, get_rng_state, load_checkpoint, lr_multiplier,
-                             make_optimizer, prepare_out_dir, save_checkpoint, set_rng_state, train)
+from energylab.batches import to_device
+from energylab.results import (CHECKPOINT, History, claim_run_dir, get_rng_state, load_checkpoint, run_identity,
+                               save_checkpoint, set_rng_state)
+from energylab.train import (TrainConfig, _evaluate, _progress, check_config, diverged, lr_multiplier, make_optimizer,
+                             train)
 
 
 @dataclass
@@ -70,7 +72,8 @@ def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Cal
                    config: TrainConfig, seeds: Sequence[int], *,
                    eval_fn: Callable[[nn.Module], dict] | None = None,
                    after_step: Callable[[dict[str, torch.Tensor], int], None] | None = None,
-                   out_dir: str | None = None, resume: bool = False, vmapped: bool | str = "auto") -> Ensemble:
+                   out_dir: str | None = None, resume: bool = False, identity: Any = None,
+                   vmapped: bool | str = "auto") -> Ensemble:
     """Train one model per seed; equals ``[train(make_model(s), ...) for s in seeds]`` up to float rounding.
 
     Args:
@@ -84,7 +87,8 @@ def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Cal
         eval_fn: ``model -> metrics``, called for each member model in turn.
         after_step: ``(params, step)`` with ``params`` the dict name -> stacked (S, ...) parameter tensors
             (modify them in place under ``torch.no_grad()``), after every optimiser step.
-        out_dir, resume: checkpoints as in :func:`~energylab.train.train`.
+        out_dir, resume, identity: checkpoints as in :func:`~energylab.train.train` (a fresh run refuses a
+            folder holding a checkpoint; resuming under another config or identity is a ValueError).
         vmapped: True (must vmap), False (sequential runs) or "auto" (vmap, fall back to sequential on error).
     """
     check_config(config)
@@ -96,23 +100,25 @@ def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Cal
     if vmapped not in (True, False, "auto"):
         raise ValueError(f"vmapped must be True, False or 'auto', got {vmapped!r}")
     if out_dir is not None:
-        prepare_out_dir(out_dir)
+        claim_run_dir(out_dir, resume)
+    args = (make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume, identity)
     if vmapped is False:
-        return _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume)
+        return _sequential(*args)
     try:
-        return _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume)
+        return _vmapped(*args)
     except _NotVmappable as err:
         if vmapped is True:
             raise ValueError(f"this model cannot be trained under vmap: {err.__cause__}") from err.__cause__
         warnings.warn(f"vmap failed ({err.__cause__}); training the {len(seeds)} seeds one after another")
-        return _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume)
+        return _sequential(*args)
 
 
 class _NotVmappable(Exception):
     pass
 
 
-def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume) -> Ensemble:
+def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume, identity
+             ) -> Ensemble:
     device = choose_device(config.device)
     models = []
     for seed in seeds:
@@ -132,8 +138,9 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     optimizer = make_optimizer(list(params.values()), config)
     histories, windows, start = [History() for _ in seeds], [{} for _ in seeds], 0
     ckpt = out_dir is not None and os.path.exists(os.path.join(out_dir, CHECKPOINT))
+    ident = run_identity(config, identity)
     if resume and ckpt:
-        state = load_checkpoint(out_dir, config)
+        state = load_checkpoint(out_dir, ident)
         if state.get("seeds") != seeds or set(state.get("params", {})) != set(params):
             raise ValueError(f"{state['path']} does not match this ensemble (seeds or parameter names differ)")
         with torch.no_grad():
@@ -148,14 +155,15 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
         histories = [History.from_dict(h) for h in state["histories"]]
         windows, start = state["windows"], state["step"]
         set_rng_state(state["rng"])
-    elif resume is False or not ckpt:
+    else:
         seed_everything(seeds[0])
+    saved = start
     schedule = lr_multiplier(config, config.steps)
     bar = _progress(config.progress, config.steps, start)
     if start == 0 and config.eval_at_start and eval_fn is not None:
         _eval_members(models, params, buffers, eval_fn, histories, 0)
     for step in range(start, config.steps):
-        batch = _stack([_to_device(batches(step, s), device) for s in seeds])
+        batch = _stack([to_device(batches(step, s), device) for s in seeds])
         try:
             loss, metrics = forward(prefixed, prefixed_buffers, batch)  # loss: (S,)
         except Exception as err:  # noqa: BLE001 - any failure inside vmap means: not vmappable
@@ -165,7 +173,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
         values = loss.detach().tolist()
         bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
         if bad:
-            raise TrainingDiverged(f"loss is not finite at step {step} (0-based) for seeds {bad}", step)
+            raise diverged(f"loss is not finite at step {step} (0-based) for seeds {bad}", step, out_dir, saved)
         optimizer.zero_grad(set_to_none=True)
         loss.sum().backward()
         if config.grad_clip is not None:
@@ -194,7 +202,8 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
                 "step": done, "seeds": seeds, "params": {k: v.detach() for k, v in params.items()},
                 "buffers": dict(buffers), "optimizer": optimizer.state_dict(),
                 "histories": [h.to_dict() for h in histories], "windows": [dict(w) for w in windows],
-                "rng": get_rng_state(), "fingerprint": config_fingerprint(config)})
+                "rng": get_rng_state(), "identity": ident})
+            saved = done
         bar.update(1)
         if not bar.disable and histories[0].curves:
             bar.set_postfix({"loss(mean)": f"{sum(values) / len(values):.4g}"}, refresh=False)
@@ -238,7 +247,8 @@ def _eval_members(models, params, buffers, eval_fn, histories, done) -> None:
         history.log(done, _evaluate(model, eval_fn), prefix="eval/")
 
 
-def _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume) -> Ensemble:
+def _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume, identity
+                ) -> Ensemble:
     models, histories = [], []
     for seed in seeds:
         seed_everything(seed)
@@ -251,6 +261,6 @@ def _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step
         cfg = TrainConfig(**{**config.__dict__, "seed": seed})
         sub = None if out_dir is None else os.path.join(out_dir, f"seed{seed}")
         histories.append(train(model, loss_fn, lambda step, s=seed: batches(step, s), cfg, eval_fn=eval_fn,
-                               after_step=hook, out_dir=sub, resume=resume))
+                               after_step=hook, out_dir=sub, resume=resume, identity=identity))
         models.append(model)
     return Ensemble(seeds, models, histories, vmapped=False)

@@ -1,17 +1,34 @@
-"""Metric curves and experiment results, saved as JSON next to the checkpoints.
+"""Run folders: metric curves, experiment results, checkpoints, and what identifies a run.
 
 :class:`History` is what one training run (:func:`energylab.train.train`) returns; :class:`Results` is what an
 experiment's ``run(config)`` returns: several histories, headline numbers and small tables. Both round-trip
 through JSON, so a notebook can read results produced elsewhere by ``python -m energylab run``.
+
+A run folder (``out_dir``) holds ``checkpoint.pt`` files (one per training run, maybe in sub-folders),
+``run.json`` (the experiment and config an experiment run was started with) and, once it finished,
+``results.json``. Every file is written atomically through a temporary file unique to its writer, so a reader
+never sees half a file and two writers never tear one. A run is identified by its config
+(:func:`config_record`): resuming or loading a folder written under another config is a ValueError naming the
+differing fields (:func:`config_diff`), and a fresh run refuses a folder that already holds one.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any, Callable
 
-RESULTS = "results.json"  # file name of an experiment's Results inside out_dir
+import torch
+
+RESULTS = "results.json"  # file name of an experiment's Results inside out_dir, written when the run finished
+MANIFEST = "run.json"  # experiment, profile and config an experiment run in out_dir was started with
+CHECKPOINT = "checkpoint.pt"  # file name of a training run's checkpoint inside its out_dir
+RUN_FILES = (RESULTS, MANIFEST, CHECKPOINT)
+# config fields that say where or how visibly a run computes, not what: they may change between resumes
+VOLATILE = frozenset({"device", "progress", "compile", "checkpoint_every"})
 
 
 @dataclass
@@ -51,12 +68,15 @@ class History:
                    curves={k: list(map(float, v)) for k, v in d["curves"].items()})
 
     def save(self, path: str) -> None:
-        _write_json_atomic(path, self.to_dict())
+        write_json(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str) -> "History":
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
+        data = read_json(path)
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            raise ValueError(f"{path} is not an energylab History ({type(err).__name__}: {err})") from None
 
 
 @dataclass
@@ -89,7 +109,7 @@ class Results:
     def save(self, out_dir: str) -> str:
         """Write ``out_dir/results.json`` atomically; return its path."""
         path = os.path.join(prepare_out_dir(out_dir), RESULTS)
-        _write_json_atomic(path, self.to_dict())
+        write_json(path, self.to_dict())
         return path
 
     @classmethod
@@ -98,16 +118,22 @@ class Results:
         path = out_dir if out_dir.endswith(".json") else os.path.join(out_dir, RESULTS)
         if not os.path.exists(path):
             raise FileNotFoundError(f"no results at {path}; produce them with `python -m energylab run ...`")
-        with open(path) as f:
-            return cls.from_dict(json.load(f))
+        data = read_json(path)
+        try:
+            return cls.from_dict(data)
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            raise ValueError(f"{path} is not an energylab results file ({type(err).__name__}: {err})") from None
+
+
+# ------------------------------------------------------------------------------------ files and folders
 
 
 def prepare_out_dir(out_dir: str) -> str:
     """Create ``out_dir`` and check it is writable; ValueError otherwise."""
     try:
         os.makedirs(out_dir, exist_ok=True)
-        probe = os.path.join(out_dir, f".write_test_{os.getpid()}")
-        with open(probe, "w") as f:
+        probe = _unique_tmp(os.path.join(out_dir, ".write_test"))
+        with open(probe, "x") as f:
             f.write("ok")
         os.remove(probe)
     except OSError as err:
@@ -115,8 +141,173 @@ def prepare_out_dir(out_dir: str) -> str:
     return out_dir
 
 
-def _write_json_atomic(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+def claim_run_dir(out_dir: str, resume: bool) -> bool:
+    """Prepare ``out_dir`` for one training run; return whether it holds a checkpoint to resume.
+
+    A fresh run (``resume=False``) refuses a folder that already holds a checkpoint: it never overwrites
+    another run.
+    """
+    prepare_out_dir(out_dir)
+    path = os.path.join(out_dir, CHECKPOINT)
+    if os.path.exists(path) and not resume:
+        raise ValueError(f"out_dir {out_dir!r} already holds a run ({CHECKPOINT}); pass resume=True (--resume) "
+                         f"to continue it, or choose another folder")
+    return os.path.exists(path)
+
+
+def run_files(out_dir: str, names: tuple[str, ...] = RUN_FILES) -> list[str]:
+    """Paths relative to ``out_dir`` of the run files (``names``) anywhere under it, sorted; [] if no folder."""
+    found = []
+    for root, dirs, files in os.walk(out_dir):
+        dirs.sort()
+        found += [os.path.relpath(os.path.join(root, n), out_dir) for n in sorted(files) if n in names]
+    return found
+
+
+def atomic_write(path: str, write: Callable[[IO], None], binary: bool = False) -> str:
+    """Call ``write(file)`` on a temporary file unique to this writer next to ``path``, then ``os.replace`` it.
+
+    Readers see the old file or the new one, never a part; concurrent writers never share a temporary file.
+    """
+    tmp = _unique_tmp(path)
+    try:
+        with open(tmp, "xb" if binary else "x") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def read_json(path: str) -> Any:
+    """``json.load`` of ``path``; a truncated or corrupt file is a ValueError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is truncated or corrupt ({err}); delete it and run again") from None
+
+
+def write_json(path: str, data: Any) -> str:
+    """``json.dump`` of ``data`` to ``path`` atomically (:func:`atomic_write`)."""
+    return atomic_write(path, lambda f: json.dump(data, f))
+
+
+def _unique_tmp(path: str) -> str:
+    return f"{path}.{os.getpid()}-{uuid.uuid4().hex[:12]}.tmp"
+
+
+# ------------------------------------------------------------------------------------- identity of a run
+
+
+def config_record(config: Any) -> Any:
+    """A config (dataclass or dict) as plain JSON data: nested dataclasses become dicts, tuples lists.
+
+    This is how :class:`Results` and checkpoints record the config a run was made with.
+    """
+    data = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else config
+    return json.loads(json.dumps(data, default=str))
+
+
+def config_diff(recorded: Any, wanted: Any, ignore: frozenset = VOLATILE, _name: str = "") -> dict[str, tuple]:
+    """``{field: (recorded, wanted)}`` for every field that differs; nested fields as ``outer.inner`` (lists of
+    equal length as ``outer.0.inner``). Fields named in ``ignore`` are skipped at any depth."""
+    if isinstance(recorded, dict) and isinstance(wanted, dict):
+        diff = {}
+        for key in list(recorded) + [k for k in wanted if k not in recorded]:
+            if key not in ignore:
+                diff.update(config_diff(recorded.get(key, "<missing>"), wanted.get(key, "<missing>"), ignore,
+                                        f"{_name}.{key}" if _name else str(key)))
+        return diff
+    if isinstance(recorded, list) and isinstance(wanted, list) and len(recorded) == len(wanted) and any(
+            isinstance(v, (dict, list)) for v in recorded):
+        diff = {}
+        for i, (a, b) in enumerate(zip(recorded, wanted)):
+            diff.update(config_diff(a, b, ignore, f"{_name}.{i}"))
+        return diff
+    return {} if recorded == wanted else {_name or "config": (recorded, wanted)}
+
+
+def format_diff(diff: dict[str, tuple], old: str = "recorded", new: str = "requested") -> str:
+    """``"n_batch: 40 (recorded) != 20 (requested); ..."`` on one line, long values shortened."""
+    def short(v):
+        text = repr(v)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return "; ".join(f"{k}: {short(a)} ({old}) != {short(b)} ({new})" for k, (a, b) in diff.items())
+
+
+def run_identity(train_config: Any, identity: Any = None) -> dict:
+    """What a checkpoint must match to be resumed: the training config and ``identity`` (e.g. the experiment's
+    config), as JSON data."""
+    return {"train": config_record(train_config), "config": config_record(identity)}
+
+
+# ------------------------------------------------------------------------------------------- checkpoints
+
+
+def save_checkpoint(out_dir: str, state: dict) -> str:
+    """Write ``state`` to ``out_dir/checkpoint.pt`` atomically (:func:`atomic_write`); rank 0 only.
+
+    ``state`` holds tensors, numbers, strings, lists and dicts (loadable with ``weights_only=True``) and an
+    ``"identity"`` (:func:`run_identity`).
+    """
+    path = os.path.join(out_dir, CHECKPOINT)
+    if process_rank() == 0:
+        atomic_write(path, lambda f: torch.save(state, f), binary=True)
+    return path
+
+
+def load_checkpoint(out_dir: str, identity: dict) -> dict:
+    """Read ``out_dir/checkpoint.pt`` with ``weights_only=True``; check it was written under ``identity``.
+
+    ValueError for an unreadable file, or one written under another identity (naming the differing fields);
+    :func:`load_module_state` checks the model itself. The returned dict has the file's ``"path"`` added.
+    """
+    path = os.path.join(out_dir, CHECKPOINT)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        step = state["step"]
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means the file is unusable
+        raise ValueError(f"checkpoint {path} is corrupt or not an energylab checkpoint ({err}); "
+                         f"delete it or run without resume") from None
+    if not isinstance(step, int) or step < 0:
+        raise ValueError(f"checkpoint {path} has an invalid step {step!r}")
+    if "identity" not in state:
+        raise ValueError(f"checkpoint {path} records no run identity (written by an older energylab); "
+                         f"delete it or choose another out_dir")
+    diff = config_diff(state["identity"], identity)
+    if diff:
+        raise ValueError(f"checkpoint {path} was written with another config: "
+                         f"{format_diff(diff, 'checkpoint', 'now')}; continue it with the config it was written "
+                         f"with, or start a fresh run in another out_dir")
+    state["path"] = path
+    return state
+
+
+def load_module_state(module: torch.nn.Module, state_dict: dict, path: str = "checkpoint") -> None:
+    """``module.load_state_dict`` with a ValueError naming the file when the checkpoint is another model's."""
+    try:
+        module.load_state_dict(state_dict)
+    except RuntimeError as err:
+        raise ValueError(f"{path} does not match the model: {err}") from None
+
+
+def get_rng_state() -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def process_rank() -> int:
+    """This process's rank under torch.distributed; 0 when not distributed."""
+    dist = torch.distributed
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0

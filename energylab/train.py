@@ -2,23 +2,23 @@
 
 The loop reads top to bottom. Per optimiser step ``s`` (0-based):
 
-1. ``batch = batches(s)`` (a callable of the step index: resume is exact and seeding is easy) or the next
-   item of an iterable / DataLoader (restarted every epoch);
+1. ``batch = batches(s)`` (a callable of the step index: seeding is easy) or the next item of an iterable /
+   DataLoader (restarted every epoch);
 2. ``loss, metrics = loss_fn(model, batch)`` under bf16 autocast when ``config.amp`` and the device is CUDA;
 3. backward, gradient clipping, the learning rate of the schedule, ``optimizer.step()``;
 4. ``after_step(model, s)`` (e.g. rescale couplings to a fixed norm);
 5. every ``eval_every`` steps ``eval_fn(model) -> dict``; every ``checkpoint_every`` steps and at the end an
-   atomic checkpoint (temp file + ``os.replace``) in ``out_dir``.
+   atomic checkpoint in ``out_dir`` (:mod:`energylab.results` keeps the checkpoint bookkeeping).
 
 Curves are kept in a :class:`History` indexed by the number of completed steps. ``resume=True`` continues
-from ``out_dir/checkpoint.pt`` (model, optimiser, history, RNG states) and ends with the same numbers as an
-uninterrupted run. Under ``torchrun`` (see :func:`init_distributed`) the model is wrapped in
-DistributedDataParallel and each rank trains on its slice of the global batch.
+from ``out_dir/checkpoint.pt`` (model, optimiser, history, RNG states, position in the data) and ends with the
+same numbers as an uninterrupted run: an iterable's current epoch is replayed from the RNG states it started
+with, up to the batches already consumed. Under ``torchrun`` (see :func:`init_distributed`) the model is wrapped
+in DistributedDataParallel and each rank trains on its slice of the global batch.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
 from dataclasses import dataclass
@@ -28,11 +28,13 @@ import torch
 from torch import nn
 
 from energylab._setup import choose_device, seed_everything
-from energylab.results import RESULTS, History, Results, prepare_out_dir  # noqa: F401 - part of this API
+from energylab.batches import Feed, shard, to_device
+from energylab.results import (CHECKPOINT, RESULTS, History, Results, claim_run_dir,  # noqa: F401 - API
+                               get_rng_state, load_checkpoint, load_module_state, prepare_out_dir, run_identity,
+                               save_checkpoint, set_rng_state)
 
 LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict]"]
 Batches = Union[Callable[[int], Any], Iterable]
-CHECKPOINT = "checkpoint.pt"  # file name of the checkpoint inside out_dir
 
 
 @dataclass
@@ -71,66 +73,89 @@ class TrainingDiverged(RuntimeError):
         self.step = step
 
 
+def diverged(what: str, step: int, out_dir: str | None, saved: int) -> TrainingDiverged:
+    """A :class:`TrainingDiverged` that says where the last good checkpoint (written at step ``saved``) is."""
+    if out_dir is None:
+        where = "no checkpoints (out_dir=None)"
+    elif saved:
+        where = f"the last good checkpoint (step {saved}) is kept in {os.path.join(out_dir, CHECKPOINT)}"
+    else:
+        where = "no checkpoint of this run was written (checkpoint_every > 0 keeps intermediate ones)"
+    return TrainingDiverged(f"{what}; {where}", step)
+
+
 # ---------------------------------------------------------------------------------------------- the loop
 
 
 def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConfig, *,
           eval_fn: Callable[[nn.Module], dict] | None = None,
           after_step: Callable[[nn.Module, int], None] | None = None,
-          out_dir: str | None = None, resume: bool = False) -> History:
+          out_dir: str | None = None, resume: bool = False, identity: Any = None) -> History:
     """Train ``model`` in place and return its :class:`History`.
 
     Args:
         model: moved to the config's device by the engine.
         loss_fn: ``(model, batch) -> (loss, metrics)``; ``loss`` a scalar tensor to minimise, ``metrics`` a
             dict name -> number or 0-d tensor, averaged over ``log_every`` steps ("loss" is added).
-        batches: ``step -> batch`` (preferred: exact resume) or an iterable of batches re-iterated every
-            epoch. Tensors inside the batch (also in tuples, lists, dicts) are moved to the device. Under DDP
-            a callable's batch is the global batch, split along dim 0 across ranks; an iterable must already
-            be rank-local (DistributedSampler).
+        batches: ``step -> batch`` or a non-empty iterable of batches (a DataLoader, a list), iterated anew
+            every epoch; a one-shot iterator (a generator) serves one epoch only. Resume replays the current
+            epoch of an iterable from the RNG states it started with (global and the DataLoader's generator)
+            and skips the batches already consumed: exact whenever the order depends on nothing else.
+            Tensors inside the batch (also in tuples, lists, dicts) are moved to the device. Under DDP a
+            callable's batch is the global batch, split along dim 0 across ranks; an iterable must already be
+            rank-local (DistributedSampler).
         config: a :class:`TrainConfig`.
         eval_fn: ``model -> metrics`` run in eval mode under ``torch.no_grad`` (``torch.enable_grad()`` inside
             still works), stored with the prefix ``"eval/"``.
         after_step: ``(model, step)`` called after every optimiser step, e.g. to project weights.
-        out_dir: where checkpoints go; None = no checkpoints.
-        resume: continue from ``out_dir/checkpoint.pt`` if it exists (else start fresh).
+        out_dir: where checkpoints go; None = no checkpoints. A fresh run refuses a folder that already
+            holds a checkpoint (it never overwrites another run): resume it, or choose another folder.
+        resume: continue from ``out_dir/checkpoint.pt`` if it exists (else start fresh); it must have been
+            written under the same ``config`` (``device``, ``progress``, ``compile`` and ``checkpoint_every``
+            may differ) and the same ``identity``.
+        identity: JSON-able data that, with ``config``, identifies the run (e.g. the experiment's config
+            dataclass); stored in the checkpoint, and resuming under another one is refused.
 
     Raises:
-        TrainingDiverged: the loss is NaN/inf (names the step; the last good checkpoint is kept).
-        ValueError: bad config, unwritable ``out_dir``, corrupt or mismatched checkpoint.
+        TrainingDiverged: the loss is NaN/inf (names the step and the last good checkpoint, which is kept).
+        ValueError: bad config or ``batches``, unwritable or occupied ``out_dir``, corrupt checkpoint, or
+            one written under another config or identity (naming the differing fields).
     """
     check_config(config)
     total = _total_steps(config, batches)
     rank, world = _dist_info()
     device = _rank_device(config.device, rank, world)
-    if out_dir is not None:
-        prepare_out_dir(out_dir)
     if resume and out_dir is None:
         raise ValueError("resume=True needs an out_dir holding the checkpoint")
+    found = out_dir is not None and claim_run_dir(out_dir, resume)
+    ident = run_identity(config, identity)
     seed_everything(config.seed)
     model.to(device)
     optimizer = make_optimizer(model.parameters(), config)
     history, window, start = History(), {}, 0
-    if resume and os.path.exists(os.path.join(out_dir, CHECKPOINT)):
-        state = load_checkpoint(out_dir, config)
+    feed = batches if callable(batches) else Feed(batches)
+    if found:
+        state = load_checkpoint(out_dir, ident)
         load_module_state(model, state["model"], state["path"])
         optimizer.load_state_dict(state["optimizer"])
         history, window, start = History.from_dict(state["history"]), state["window"], state["step"]
         set_rng_state(state["rng"])
+        if isinstance(feed, Feed):
+            feed.resume_from(state.get("data"), state["path"])
+    saved = start
     net = _wrap(model, config, device, world)
     amp = (torch.autocast("cuda", dtype=torch.bfloat16) if config.amp and device.type == "cuda"
            else contextlib.nullcontext())
     schedule = lr_multiplier(config, total)
-    get_batch = _batch_source(batches, start, total)
     bar = _progress(config.progress and rank == 0, total, start)
 
     if start == 0 and config.eval_at_start and eval_fn is not None:
         history.log(0, _evaluate(model, eval_fn), prefix="eval/")
     model.train()
     for step in range(start, total):
-        batch = _to_device(get_batch(step), device)
+        batch = to_device(feed(step), device)
         if world > 1 and callable(batches):
-            batch = _shard(batch, rank, world)
+            batch = shard(batch, rank, world)
         with amp:
             loss, metrics = loss_fn(net, batch)
         value = loss.detach().clone()
@@ -139,8 +164,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
             value /= world
         value = float(value)
         if not math.isfinite(value):
-            kept = f"; last good checkpoint kept in {out_dir}" if out_dir else ""
-            raise TrainingDiverged(f"loss is {value} at step {step} (0-based){kept}", step)
+            raise diverged(f"loss is {value} at step {step} (0-based)", step, out_dir, saved)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if config.grad_clip is not None:
@@ -163,8 +187,9 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
                                     or done == total):
             save_checkpoint(out_dir, {"step": done, "model": model.state_dict(),
                                       "optimizer": optimizer.state_dict(), "history": history.to_dict(),
-                                      "window": dict(window), "rng": get_rng_state(),
-                                      "fingerprint": config_fingerprint(config)})
+                                      "window": dict(window), "rng": get_rng_state(), "identity": ident,
+                                      "data": feed.state() if isinstance(feed, Feed) else None})
+            saved = done
         bar.update(1)
         if bar.disable is False and (done == total or bar.n % max(1, total // 200) == 0):
             bar.set_postfix({k: f"{v[-1]:.4g}" for k, v in history.curves.items()}, refresh=False)
@@ -192,6 +217,18 @@ def check_config(config: TrainConfig) -> None:
         raise ValueError(f"lr must be a finite number > 0, got {config.lr!r}")
     if config.grad_clip is not None and not config.grad_clip > 0:
         raise ValueError(f"grad_clip must be > 0 or None, got {config.grad_clip!r}")
+    check_device(config.device)
+
+
+def check_device(device: str | torch.device) -> torch.device:
+    """:func:`~energylab._setup.choose_device`, restricted to devices the engine trains on (ValueError naming
+    ``device`` otherwise): cpu, cuda (an existing index) and mps."""
+    dev = choose_device(device)
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device={str(device)!r} is not supported: use 'auto', 'cpu', 'cuda', 'cuda:<index>' or 'mps'")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device={str(device)!r}: there are only {torch.cuda.device_count()} CUDA devices")
+    return dev
 
 
 def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
@@ -218,72 +255,6 @@ def lr_multiplier(config: TrainConfig, total: int) -> Callable[[int], float]:
         return 1.0
 
     return factor
-
-
-# ----------------------------------------------------------------------------------------- checkpoints
-
-
-def save_checkpoint(out_dir: str, state: dict) -> str:
-    """Write ``state`` to ``out_dir/checkpoint.pt`` atomically (temp file + ``os.replace``); rank 0 only.
-
-    ``state`` holds tensors, numbers, strings, lists and dicts (loadable with ``weights_only=True``).
-    """
-    path = os.path.join(out_dir, CHECKPOINT)
-    if _dist_info()[0] != 0:
-        return path
-    tmp = path + ".tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, path)
-    return path
-
-
-def load_checkpoint(out_dir: str, config: TrainConfig) -> dict:
-    """Read ``out_dir/checkpoint.pt`` with ``weights_only=True`` and check it was written under ``config``.
-
-    ValueError for an unreadable file or one written with another training config (seed, optimizer, lr,
-    schedule, steps); :func:`load_module_state` checks the model itself.
-    """
-    path = os.path.join(out_dir, CHECKPOINT)
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        step, fingerprint = state["step"], state["fingerprint"]
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means the file is unusable
-        raise ValueError(f"checkpoint {path} is corrupt or not an energylab checkpoint ({err}); "
-                         f"delete it or run without resume") from None
-    if not isinstance(step, int) or step < 0:
-        raise ValueError(f"checkpoint {path} has an invalid step {step!r}")
-    mine = config_fingerprint(config)
-    diff = {k: (fingerprint.get(k), v) for k, v in mine.items() if fingerprint.get(k) != v}
-    if diff:
-        raise ValueError(f"checkpoint {path} was written with another config, (checkpoint, now): {diff}")
-    state["path"] = path
-    return state
-
-
-def load_module_state(module: nn.Module, state_dict: dict, path: str = "checkpoint") -> None:
-    """``module.load_state_dict`` with a ValueError naming the file when the checkpoint is another model's."""
-    try:
-        module.load_state_dict(state_dict)
-    except RuntimeError as err:
-        raise ValueError(f"{path} does not match the model: {err}") from None
-
-
-def config_fingerprint(config: TrainConfig) -> dict:
-    keys = ("seed", "optimizer", "lr", "weight_decay", "momentum", "schedule", "warmup_steps", "steps", "epochs")
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(config).items() if k in keys}
-
-
-def get_rng_state() -> dict:
-    state = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 # ------------------------------------------------------------------------------- data, devices, DDP
@@ -329,55 +300,9 @@ def _total_steps(config: TrainConfig, batches) -> int:
         return config.steps
     if callable(batches) or not hasattr(batches, "__len__"):
         raise ValueError("epochs needs batches to be a sized iterable (e.g. a DataLoader); use steps instead")
+    if len(batches) == 0:
+        raise ValueError("batches is empty (len 0): nothing to train on")
     return config.epochs * len(batches)
-
-
-def _batch_source(batches, start: int, total: int) -> Callable[[int], Any]:
-    if callable(batches):
-        return batches
-    state = {"it": None, "epoch": -1}
-    per_epoch = len(batches) if hasattr(batches, "__len__") else None
-
-    def next_batch(step: int):
-        if state["it"] is None:  # (re)start; on resume skip the batches of the epoch already consumed
-            state["epoch"] += 1
-            sampler = getattr(batches, "sampler", None)
-            if hasattr(sampler, "set_epoch"):
-                sampler.set_epoch(step // per_epoch if per_epoch else state["epoch"])
-            state["it"] = iter(batches)
-            for _ in range(step % per_epoch if per_epoch else 0):
-                next(state["it"])
-        try:
-            return next(state["it"])
-        except StopIteration:
-            state["it"] = None
-            return next_batch(step)
-
-    return next_batch
-
-
-def _to_device(batch, device: torch.device):
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=True)
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_to_device(b, device) for b in batch)
-    if isinstance(batch, dict):
-        return {k: _to_device(v, device) for k, v in batch.items()}
-    return batch
-
-
-def _shard(batch, rank: int, world: int):
-    """This rank's slice along dim 0 of every tensor in the (global) batch."""
-    if isinstance(batch, torch.Tensor):
-        if batch.shape[0] % world:
-            raise ValueError(f"global batch size {batch.shape[0]} is not divisible by the world size {world}")
-        n = batch.shape[0] // world
-        return batch[rank * n:(rank + 1) * n]
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(_shard(b, rank, world) for b in batch)
-    if isinstance(batch, dict):
-        return {k: _shard(v, rank, world) for k, v in batch.items()}
-    return batch
 
 
 def _accumulate(window: dict, metrics: dict, world: int) -> None:

@@ -1,4 +1,6 @@
 """The experiment registry and ``python -m energylab``: list, run, resume, load results, error messages."""
+import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -8,6 +10,8 @@ import torch
 
 from energylab import experiments
 from energylab.__main__ import main
+from energylab.experiments import nt
+from energylab.results import config_record
 from energylab.train import History, Results, TrainConfig, train
 
 
@@ -22,6 +26,7 @@ class Config:
 
 PROFILES = {"quick": Config(), "full": Config(steps=30)}
 COST = {"quick": "instant", "full": "instant"}
+INTERRUPT = {"at": -1}  # the toy raises KeyboardInterrupt after this step, as Ctrl-C would (-1 = never)
 
 
 def run(config: Config, out_dir=None, resume=False) -> Results:
@@ -31,9 +36,14 @@ def run(config: Config, out_dir=None, resume=False) -> Results:
     def loss_fn(m, batch):
         return ((m(batch) - 1.0) ** 2).mean(), {}
 
+    def ctrl_c(m, step):
+        if step == INTERRUPT["at"]:
+            raise KeyboardInterrupt
+
     cfg = TrainConfig(steps=config.steps, lr=config.lr, seed=config.seed, device=config.device, progress=False,
                       checkpoint_every=4)
-    h = train(model, loss_fn, lambda s: torch.ones(5, 3) * (s % 3), cfg, out_dir=out_dir, resume=resume)
+    h = train(model, loss_fn, lambda s: torch.ones(5, 3) * (s % 3), cfg, out_dir=out_dir, resume=resume,
+              after_step=ctrl_c, identity=config_record(config))
     return Results("toy", {"steps": config.steps}, histories={"seed0": h}, final={"loss": h.last("loss")})
 
 
@@ -48,20 +58,148 @@ def test_list_shows_experiments_profiles_and_cost(toy, capsys):
     assert "toy" in out and "instant" in out and "nt" in out and "full" in out
 
 
+FULL = {"steps": 30, "lr": 0.05, "seed": 0, "device": "cpu"}
+
+
+def _run_toy(out, *extra):
+    return main(["run", "toy", "--profile", "full", "--device", "cpu", "--out", out, "--set", "lr=0.05", *extra])
+
+
+def _err_line(capsys):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    return err.strip()
+
+
 def test_run_writes_results_that_load_or_run_reads(toy, tmp_path, capsys):
     out = str(tmp_path / "r")
-    assert main(["run", "toy", "--profile", "full", "--device", "cpu", "--out", out, "--set", "lr=0.05"]) == 0
+    assert _run_toy(out) == 0
     assert "results written" in capsys.readouterr().out
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "results.json", "run.json"]
     res = Results.load(out)
-    assert res.config == {"steps": 30} and res.histories["seed0"].steps["loss"][-1] == 30
-    loaded = experiments.load_or_run("toy", "quick", out_dir=out)  # present: loaded, not re-run
-    assert loaded == res
+    assert res.config == FULL and res.histories["seed0"].steps["loss"][-1] == 30
+    # present with the same config (the device may differ): loaded, not re-run
+    assert experiments.load_or_run("toy", "full", out_dir=out, lr=0.05, device="auto") == res
+    with pytest.raises(ValueError, match=r"results.json was written with another config: steps: 30 \(recorded\) "
+                                         r"!= 8 \(requested\); lr: 0.05 \(recorded\) != 0.1 \(requested\)"):
+        experiments.load_or_run("toy", "quick", out_dir=out)
     with pytest.raises(ValueError, match="holds experiment 'toy', not 'nt'"):
         experiments.load_or_run("nt", "quick", out_dir=out)
     # resume of a finished run reproduces it
-    assert main(["run", "toy", "--profile", "full", "--device", "cpu", "--out", out, "--resume",
-                 "--set", "lr=0.05"]) == 0
+    assert _run_toy(out, "--resume") == 0
     assert Results.load(out) == res
+
+
+def test_fresh_run_refuses_a_folder_holding_a_run(toy, tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert _run_toy(out) == 0
+    before = {name: open(os.path.join(out, name), "rb").read() for name in os.listdir(out)}
+    capsys.readouterr()
+    assert _run_toy(out, "--set", "steps=12") == 2
+    assert re.fullmatch(r"error: out_dir '.*r' already holds a run \(checkpoint.pt, results.json, run.json\); "
+                        r"pass resume=True \(--resume\) to continue it, or choose another folder", _err_line(capsys))
+    assert {name: open(os.path.join(out, name), "rb").read() for name in os.listdir(out)} == before
+
+
+def test_resume_under_another_config_names_the_fields(toy, tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert _run_toy(out) == 0
+    results = open(os.path.join(out, "results.json")).read()
+    capsys.readouterr()
+    assert _run_toy(out, "--resume", "--set", "lr=0.02") == 2
+    assert _err_line(capsys).endswith("run.json was written with another config: lr: 0.05 (recorded) != 0.02 "
+                                      "(requested); pass the config it was written with, or choose another folder")
+    assert main(["run", "toy", "--out", out, "--resume", "--set", "lr=0.05"]) == 2  # the quick profile
+    assert "steps: 30 (recorded) != 8 (requested)" in _err_line(capsys)
+    assert open(os.path.join(out, "results.json")).read() == results
+    # the library's own backstop: a checkpoint records the experiment config it was trained under
+    with pytest.raises(ValueError, match=r"checkpoint .*checkpoint.pt was written with another config: train.lr: "
+                                         r"0.05 \(checkpoint\) != 0.02 \(now\); config.lr: 0.05 \(checkpoint\) "
+                                         r"!= 0.02 \(now\);"):
+        run(Config(steps=30, lr=0.02, device="cpu"), out_dir=out, resume=True)
+    os.remove(os.path.join(out, "run.json"))  # a folder with checkpoints only (e.g. written by run() itself)
+    os.remove(os.path.join(out, "results.json"))
+    assert _run_toy(out, "--resume", "--set", "lr=0.02") == 2
+    assert "config.lr: 0.05 (checkpoint) != 0.02 (now)" in _err_line(capsys)
+    assert os.listdir(out) == ["checkpoint.pt"]  # no run.json claiming the refused config is left behind
+
+
+def test_ctrl_c_keeps_the_last_checkpoint_and_writes_no_results(toy, tmp_path, capsys, monkeypatch):
+    out = str(tmp_path / "r")
+    monkeypatch.setitem(INTERRUPT, "at", 9)
+    assert _run_toy(out) == 130  # checkpoints at steps 4 and 8
+    assert _err_line(capsys) == (f"error: interrupted; results.json not written; 1 checkpoint(s) kept under {out} "
+                                 f"(checkpoint.pt)")
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "run.json"]
+    assert torch.load(os.path.join(out, "checkpoint.pt"), weights_only=True)["step"] == 8
+    with pytest.raises(FileNotFoundError):  # load_or_run finds no results.json and continues the run ...
+        Results.load(out)
+    monkeypatch.setitem(INTERRUPT, "at", -1)
+    assert _run_toy(out, "--resume", "--set", "steps=31") == 2  # ... but only under the same config
+    assert "steps: 30 (recorded) != 31 (requested)" in _err_line(capsys)
+    assert _run_toy(out, "--resume") == 0
+    assert _run_toy(str(tmp_path / "ref")) == 0
+    assert Results.load(out) == Results.load(str(tmp_path / "ref"))  # equals the uninterrupted run
+
+
+def test_ctrl_c_before_any_checkpoint_leaves_nothing(toy, tmp_path, capsys, monkeypatch):
+    out = tmp_path / "r"
+    monkeypatch.setitem(INTERRUPT, "at", 1)
+    assert _run_toy(str(out)) == 130
+    assert _err_line(capsys) == "error: interrupted; nothing was saved"
+    assert not out.exists()
+    out.mkdir()  # a folder that existed before stays, empty
+    assert _run_toy(str(out)) == 130
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv,code,msg", [
+    (["--set", "lr=1e4", "--set", "grad_clip=None", "--set", "seeds=1"], 1,
+     r"error: training diverged: loss is not finite at step \d+ \(0-based\) for seeds \[0\]; no checkpoint of "
+     r"this run was written .*; nothing was saved"),
+    (["--device", "xpu"], 2, r"error: device='xpu' is not supported: use 'auto', 'cpu', .*"),
+    (["--device", "meta"], 2, r"error: device='meta' is not supported: .*"),
+    (["--set", "seeds=x"], 2, r"error: config field 'seeds' of experiment 'nt' expects int, got 'x' \(str\)"),
+    (["--set", "eval_every=-5"], 2, r"error: eval_every must be an int >= 0 .*got -5"),
+    (["--set", "grad_clip=big"], 2, r"error: config field 'grad_clip' .* expects float \| None, got 'big' \(str\)"),
+])
+def test_cli_failures_are_one_line_and_create_nothing(tmp_path, capsys, argv, code, msg):
+    out = tmp_path / "out"
+    assert main(["run", "nt", "--out", str(out), *argv]) == code
+    assert re.fullmatch(msg, _err_line(capsys))
+    assert not out.exists()
+
+
+def test_module_failure_prints_no_traceback(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "energylab", "run", "nt", "--device", "meta", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "" and not out.exists()
+    assert proc.stderr.splitlines() == ["error: device='meta' is not supported: use 'auto', 'cpu', 'cuda', "
+                                        "'cuda:<index>' or 'mps'"]
+
+
+def test_overrides_are_checked_against_the_field_types():
+    cfg = experiments.get_config("nt", "quick", lr=1, grad_clip=None, attentions=["EA"], seeds=2)
+    assert cfg.lr == 1.0 and isinstance(cfg.lr, float) and cfg.grad_clip is None and cfg.attentions == ("EA",)
+    for field, value, expected in [("seeds", "x", "int"), ("seeds", True, "int"), ("seeds", 2.0, "int"),
+                                   ("progress", 1, "bool"), ("attentions", "EA", r"tuple\[str, \.\.\.\]"),
+                                   ("runs", ({"N": 2},), r"tuple\[.*NTRun, \.\.\.\]")]:
+        with pytest.raises(ValueError, match=f"config field '{field}' of experiment 'nt' expects {expected}, got"):
+            experiments.get_config("nt", "quick", **{field: value})
+    assert experiments.get_config("attractor", "quick", n_train=None, tau_range=[2, 4]).tau_range == (2, 4)
+    with pytest.raises(ValueError, match=r"'tau_range' .* expects tuple\[int, int\], got \(3,\)"):
+        experiments.get_config("attractor", "quick", tau_range=(3,))
+
+
+def test_nt_eval_every_zero_evaluates_at_start_and_end_only():
+    cfg = nt.Config(runs=(nt.NTRun("tiny", 2, 5, 16, 6),), attentions=("DPA",), seeds=2, eval_every=0,
+                    n_eval_series=2, n_final_series=2, attention_maps=2, device="cpu", progress=False)
+    res = nt.run(cfg)
+    h = res.histories["tiny/DPA/seed0"]
+    assert h.steps["eval/acc"] == [0, 6] and h.steps["loss"] == [6]
+    with pytest.raises(ValueError, match="eval_every must be an int >= 0"):
+        nt.run(experiments.get_config("nt", "quick", eval_every=-1))
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -72,7 +210,6 @@ def test_run_writes_results_that_load_or_run_reads(toy, tmp_path, capsys):
 ])
 def test_cli_errors_list_valid_choices(toy, capsys, argv, msg):
     assert main(argv) == 2
-    import re
     assert re.search(msg, capsys.readouterr().err)
 
 

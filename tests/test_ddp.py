@@ -73,7 +73,7 @@ def test_ddp_two_processes_match_single_process(tmp_path):
 
 
 def test_global_batch_must_split_evenly():
-    from energylab.train import _shard
+    from energylab.batches import shard as _shard
 
     with pytest.raises(ValueError, match="not divisible by the world size 3"):
         _shard(torch.zeros(14, 2), 0, 3)

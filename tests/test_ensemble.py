@@ -136,3 +136,33 @@ def test_ensemble_errors():
         h1, h2 = [train(make_model(s), loss_fn, lambda st: batches(st, 0), TrainConfig(steps=n, progress=False))
                   for s, n in ((0, 3), (1, 4))]
         curve_stack([h1, h2], "loss")
+
+
+def test_ensemble_run_folder_rules(tmp_path):
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 6, "checkpoint_every": 2})
+    out = str(tmp_path / "ens")
+    train_ensemble(make_model, loss_fn, batches, cfg, SEEDS, out_dir=out, identity={"n_batch": 40})
+    with pytest.raises(ValueError, match=r"already holds a run \(checkpoint.pt\); pass resume=True"):
+        train_ensemble(make_model, loss_fn, batches, cfg, SEEDS, out_dir=out)
+    with pytest.raises(ValueError, match=r"config\.n_batch: 40 \(checkpoint\) != 20 \(now\)"):
+        train_ensemble(make_model, loss_fn, batches, cfg, SEEDS, out_dir=out, resume=True, identity={"n_batch": 20})
+    with pytest.raises(ValueError, match=r"train\.grad_clip: 0\.5 \(checkpoint\) != None \(now\)"):
+        train_ensemble(make_model, loss_fn, batches, TrainConfig(**{**cfg.__dict__, "grad_clip": None}), SEEDS,
+                       out_dir=out, resume=True, identity={"n_batch": 40})
+    # the sequential fallback keeps the same rules in its per-seed folders
+    seq = str(tmp_path / "seq")
+    train_ensemble(make_model, loss_fn, batches, cfg, SEEDS, out_dir=seq, vmapped=False, identity={"n_batch": 40})
+    with pytest.raises(ValueError, match=r"seed0' already holds a run"):
+        train_ensemble(make_model, loss_fn, batches, cfg, SEEDS, out_dir=seq, vmapped=False)
+
+    def nan_late(model, batch):
+        loss, m = loss_fn(model, batch)
+        return loss * (float("nan") if nan_late.calls >= 5 else 1.0), m
+    nan_late.calls = 0
+
+    def count(params, step):
+        nan_late.calls += 1
+
+    with pytest.raises(TrainingDiverged, match=r"step 5 \(0-based\) for seeds \[0, 3, 4\]; the last good checkpoint "
+                                               r"\(step 4\) is kept in .*nan.checkpoint.pt$"):
+        train_ensemble(make_model, nan_late, batches, cfg, SEEDS, out_dir=str(tmp_path / "nan"), after_step=count)

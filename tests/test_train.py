@@ -1,11 +1,14 @@
 """The training engine: reproducibility, exact resume, schedules, hooks, JSON history, error paths."""
+import json
 import math
 import os
+import threading
 
 import pytest
 import torch
 from torch import nn
 
+from energylab.results import atomic_write, write_json
 from energylab.train import (CHECKPOINT, History, Results, TrainConfig, TrainingDiverged, lr_multiplier, train)
 
 D_IN, D_OUT, N_DATA, B = 7, 3, 53, 11  # distinct primes
@@ -149,6 +152,7 @@ def test_nan_loss_stops_naming_step_and_keeps_checkpoint(tmp_path):
     with pytest.raises(TrainingDiverged, match="step 17") as err:
         train(make_model(), nan_after, batches, cfg, out_dir=str(tmp_path), after_step=count)
     assert err.value.step == 17
+    assert str(err.value).endswith(f"the last good checkpoint (step 15) is kept in {tmp_path / CHECKPOINT}")
     state = torch.load(os.path.join(tmp_path, CHECKPOINT), weights_only=True)
     assert state["step"] == 15
     assert all(torch.isfinite(v).all() for v in state["model"].values())
@@ -168,7 +172,7 @@ def test_corrupt_and_mismatched_checkpoints(tmp_path):
     other = nn.Sequential(nn.Linear(D_IN, 17), nn.Tanh(), nn.Linear(17, D_OUT))
     with pytest.raises(ValueError, match="does not match the model"):
         train(other, loss_fn, batches, cfg, out_dir=out, resume=True)
-    with pytest.raises(ValueError, match="another config.*lr"):
+    with pytest.raises(ValueError, match=r"another config: train\.lr: 0\.03 \(checkpoint\) != 0\.5 \(now\)"):
         train(make_model(), loss_fn, batches, TrainConfig(**{**cfg.__dict__, "lr": 0.5}), out_dir=out, resume=True)
     with open(os.path.join(out, CHECKPOINT), "wb") as f:
         f.write(b"garbage, not a zip")
@@ -184,3 +188,154 @@ def test_bad_config_names_the_field(field, value, msg):
         train(make_model(), loss_fn, batches, TrainConfig(**{**CFG.__dict__, field: value}))
     with pytest.raises(ValueError, match="resume=True needs an out_dir"):
         train(make_model(), loss_fn, batches, CFG, resume=True)
+
+
+# --- exact resume with iterables (DataLoader, plain iterables, generators)
+
+class _Shuffled:
+    """A plain re-iterable whose order comes from the global torch RNG at every ``iter``."""
+
+    def __len__(self):
+        return 5
+
+    def __iter__(self):
+        for i in torch.randint(0, N_DATA, (5, B)):
+            yield X[i], Y[i]
+
+
+def _loader(kind):
+    ds = torch.utils.data.TensorDataset(X, Y)
+    if kind == "loader":
+        return torch.utils.data.DataLoader(ds, batch_size=B, shuffle=False)
+    if kind == "shuffled loader":
+        return torch.utils.data.DataLoader(ds, batch_size=B, shuffle=True)
+    if kind == "shuffled loader with generator":
+        return torch.utils.data.DataLoader(ds, batch_size=B, shuffle=True, generator=torch.Generator().manual_seed(7))
+    if kind == "plain iterable":
+        return _Shuffled()
+    return (batches(s) for s in range(100))  # a one-shot generator: a fresh one is passed on resume
+
+
+@pytest.mark.parametrize("kind", ["loader", "shuffled loader", "shuffled loader with generator", "plain iterable",
+                                  "generator"])
+@pytest.mark.parametrize("every,kill_at", [(3, 7), (5, 12)])  # checkpoint mid-epoch / at an epoch's end
+def test_resume_with_iterable_batches_equals_uninterrupted(tmp_path, kind, every, kill_at):
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 23, "checkpoint_every": every, "eval_every": 4})
+    full_model = make_model()  # has dropout: the global RNG matters as much as the batch order
+    full = train(full_model, loss_fn, _loader(kind), cfg, eval_fn=eval_fn)
+    out = str(tmp_path / "run")
+    with pytest.raises(_Kill):
+        train(make_model(), loss_fn, _loader(kind), cfg, eval_fn=eval_fn, out_dir=out, after_step=_killer(kill_at))
+    state = torch.load(os.path.join(out, CHECKPOINT), weights_only=True)
+    assert state["step"] == every * (kill_at // every)
+    assert state["data"]["pos"] == (state["step"] % 5 or 5) if kind != "generator" else state["step"]
+    resumed_model = make_model(seed=99)
+    resumed = train(resumed_model, loss_fn, _loader(kind), cfg, eval_fn=eval_fn, out_dir=out, resume=True)
+    assert resumed.steps == full.steps and resumed.curves == full.curves
+    for p, q in zip(full_model.parameters(), resumed_model.parameters()):
+        assert torch.equal(p, q)
+    if kind != "generator":  # an interrupted epoch really was replayed: another order gives other numbers
+        other = train(make_model(), loss_fn, _loader(kind), TrainConfig(**{**cfg.__dict__, "seed": 6}))
+        assert other.curves["loss"][-1] != full.curves["loss"][-1]
+
+
+def test_empty_or_exhausted_batches_name_batches():
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 5})
+    with pytest.raises(ValueError, match="batches yielded no batch at step 0"):
+        train(make_model(), loss_fn, [], cfg)
+    with pytest.raises(ValueError, match="batches yielded no batch at step 0"):
+        train(make_model(), loss_fn, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X[:0])), cfg)
+    with pytest.raises(ValueError, match="batches is empty"):
+        train(make_model(), loss_fn, [], TrainConfig(epochs=2, progress=False))
+    with pytest.raises(ValueError, match="batches ran out at step 3: a one-shot iterator"):
+        train(make_model(), loss_fn, (batches(s) for s in range(3)), cfg)
+    with pytest.raises(ValueError, match="batches must be a callable step -> batch or an iterable"):
+        train(make_model(), loss_fn, 42, cfg)
+
+
+# --- run folders: identity, no overwriting, atomic files
+
+def test_fresh_run_refuses_a_folder_holding_a_run(tmp_path):
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 6})
+    out = str(tmp_path / "run")
+    train(make_model(), loss_fn, batches, cfg, out_dir=out)
+    before = open(os.path.join(out, CHECKPOINT), "rb").read()
+    with pytest.raises(ValueError, match=r"out_dir '.*run' already holds a run \(checkpoint.pt\); pass resume=True"):
+        train(make_model(), loss_fn, batches, TrainConfig(**{**cfg.__dict__, "lr": 0.5}), out_dir=out)
+    assert open(os.path.join(out, CHECKPOINT), "rb").read() == before
+    assert sorted(os.listdir(out)) == [CHECKPOINT]
+
+
+def test_resume_checks_the_whole_identity(tmp_path):
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 6})
+    out = str(tmp_path / "run")
+    train(make_model(), loss_fn, batches, cfg, out_dir=out, identity={"n_batch": 40, "task": "NT"})
+    with pytest.raises(ValueError, match=r"config\.n_batch: 40 \(checkpoint\) != 20 \(now\)$|"
+                                         r"config\.n_batch: 40 \(checkpoint\) != 20 \(now\);"):
+        train(make_model(), loss_fn, batches, cfg, out_dir=out, resume=True, identity={"n_batch": 20, "task": "NT"})
+    with pytest.raises(ValueError, match=r"train\.eval_every: 10 \(checkpoint\) != 3 \(now\)"):
+        train(make_model(), loss_fn, batches, TrainConfig(**{**cfg.__dict__, "eval_every": 3}), out_dir=out,
+              resume=True, identity={"n_batch": 40, "task": "NT"})
+    # where and how visibly it runs may change: device, progress, checkpoint_every
+    same = TrainConfig(**{**cfg.__dict__, "device": "cpu", "progress": False, "checkpoint_every": 2})
+    h = train(make_model(), loss_fn, batches, same, out_dir=out, resume=True, identity={"n_batch": 40, "task": "NT"})
+    assert h.steps["loss"][-1] == 6
+
+
+def test_concurrent_writers_never_tear_a_file(tmp_path):
+    path = str(tmp_path / "results.json")
+    payloads = [{"writer": w, "data": [w * 1.5] * 100_000} for w in range(2)]
+    errors = []
+
+    def writer(w):
+        try:
+            for _ in range(15):
+                write_json(path, payloads[w])
+        except Exception as err:  # noqa: BLE001 - collected and asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with open(path) as f:
+        assert json.load(f) in payloads
+    assert os.listdir(tmp_path) == ["results.json"]  # no temporary file left behind
+
+    def fail(f):
+        f.write("partial")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        atomic_write(path, fail)
+    with open(path) as f:
+        assert json.load(f) in payloads  # the old file is intact
+    assert os.listdir(tmp_path) == ["results.json"]
+
+
+def test_truncated_results_and_history_name_their_path(tmp_path):
+    h = History()
+    h.log(1, {"loss": 0.5})
+    Results("toy", {"steps": 1}, histories={"seed0": h}).save(str(tmp_path))
+    path = tmp_path / "results.json"
+    text = path.read_text()
+    path.write_text(text[:len(text) // 2])
+    with pytest.raises(ValueError, match=f"{path} is truncated or corrupt"):
+        Results.load(str(tmp_path))
+    path.write_text('{"experiment": "toy"}')
+    with pytest.raises(ValueError, match=f"{path} is not an energylab results file"):
+        Results.load(str(tmp_path))
+    (tmp_path / "h.json").write_text('{"steps": {"loss": [1]}, "curv')
+    with pytest.raises(ValueError, match="h.json is truncated or corrupt"):
+        History.load(str(tmp_path / "h.json"))
+
+
+@pytest.mark.parametrize("device", ["meta", "xpu", "cuda:7", "nonsense"])
+def test_unsupported_devices_are_refused_before_anything_is_created(tmp_path, device):
+    if device == "cuda:7" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has 8 GPUs")
+    with pytest.raises(ValueError, match=f"device='{device}'"):
+        train(make_model(), loss_fn, batches, TrainConfig(device=device, progress=False), out_dir=str(tmp_path / "o"))
+    assert not (tmp_path / "o").exists()

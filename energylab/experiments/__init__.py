@@ -10,16 +10,22 @@ Each module ``energylab.experiments.<name>`` provides
 - ``run(config, out_dir=None, resume=False) -> energylab.train.Results``.
 
 ``python -m energylab run <name> --profile full --device cuda --out DIR`` trains and writes ``DIR/results.json``;
-a notebook reads it back with :func:`load_or_run` instead of training.
+a notebook reads it back with :func:`load_or_run` instead of training. A run folder holds one run: its config is
+recorded in ``DIR/run.json`` when it starts and in ``results.json`` when it ends, and neither a fresh run, nor a
+resume, nor :func:`load_or_run` ever mixes it with another config (see :func:`run_experiment`).
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import os
+import types
+import typing
 from types import ModuleType
 
-from energylab.train import RESULTS, Results
+from energylab.results import (CHECKPOINT, MANIFEST, RESULTS, Results, config_diff, config_record, format_diff,
+                               prepare_out_dir, process_rank, read_json, run_files, write_json)
+from energylab.train import check_device
 
 # experiment name -> module that implements it (imported on first use); each experiment's owner adds one line
 EXPERIMENTS = {
@@ -39,7 +45,8 @@ def get_experiment(name: str) -> ModuleType:
 def get_config(name: str, profile: str = "quick", **overrides):
     """A copy of the ``profile`` config of experiment ``name`` with fields replaced by ``overrides``.
 
-    ValueError listing the valid profiles (or the valid fields) for a wrong name.
+    ValueError listing the valid profiles (or the valid fields) for a wrong name, or naming the field whose
+    override does not fit its annotated type (ints are accepted for floats, lists for tuples).
     """
     module = get_experiment(name)
     if profile not in module.PROFILES:
@@ -50,7 +57,46 @@ def get_config(name: str, profile: str = "quick", **overrides):
     unknown = sorted(set(overrides) - fields)
     if unknown:
         raise ValueError(f"unknown config field(s) {unknown} for experiment {name!r}; valid: {sorted(fields)}")
-    return dataclasses.replace(config, **overrides)
+    hints = typing.get_type_hints(type(config))
+    checked = {}
+    for key, value in overrides.items():
+        checked[key] = _coerce(value, hints.get(key, typing.Any))
+        if checked[key] is _NO:
+            raise ValueError(f"config field {key!r} of experiment {name!r} expects {_type_name(hints[key])}, "
+                             f"got {value!r} ({type(value).__name__})")
+    return dataclasses.replace(config, **checked)
+
+
+_NO = object()  # "does not fit the annotation"
+
+
+def _coerce(value, hint):
+    """``value`` as the annotated type ``hint`` (int -> float, list -> tuple), or ``_NO`` if it does not fit."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is typing.Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        fits = [out for out in (_coerce(value, arg) for arg in args) if out is not _NO]
+        return fits[0] if fits else _NO
+    if hint is type(None) or hint is None:
+        return value if value is None else _NO
+    if hint in (int, float) and isinstance(value, bool):
+        return _NO
+    if hint is float and isinstance(value, int):
+        return float(value)
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            return _NO
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        out = tuple(_coerce(v, h) for v, h in zip(value, items))
+        return out if len(items) == len(value) and all(o is not _NO for o in out) else _NO
+    if isinstance(hint, type):
+        return value if isinstance(value, hint) else _NO
+    return value  # an annotation this check does not understand: accept
+
+
+def _type_name(hint) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
 def describe() -> list[dict]:
@@ -67,31 +113,100 @@ def describe() -> list[dict]:
 
 def run_experiment(name: str, profile: str = "quick", out_dir: str | None = None, resume: bool = False,
                    **overrides) -> Results:
-    """Run experiment ``name`` at ``profile`` (fields replaced by ``overrides``); save Results in ``out_dir``."""
+    """Run experiment ``name`` at ``profile`` (fields replaced by ``overrides``); save Results in ``out_dir``.
+
+    With ``out_dir`` the folder holds exactly this run: ``run.json`` (experiment, profile, config) is written
+    when it starts, checkpoints while it trains, ``results.json`` when it has finished. A fresh run refuses a
+    folder that already holds a run (ValueError: pass ``resume=True`` to continue it, or choose another
+    folder). ``resume=True`` continues the run in ``out_dir`` if it was started with the same experiment and
+    config (``device`` and ``progress`` may differ), else raises a ValueError naming the differing fields; a
+    folder holding no run is started fresh. When training fails (diverges, Ctrl-C) no results.json is written;
+    the checkpoints written so far are kept, and if there are none, the files and folders this call created
+    are removed. ``Results.config`` is the full config as JSON (:func:`~energylab.results.config_record`).
+    """
     module = get_experiment(name)
     config = get_config(name, profile, **overrides)
-    results = module.run(config, out_dir=out_dir, resume=resume)
-    if out_dir is not None and _rank() == 0:
+    check_device(config.device)
+    record = config_record(config)
+    if out_dir is None:
+        results = module.run(config)
+        results.config = record
+        return results
+    before = run_files(out_dir) if os.path.isdir(out_dir) else []
+    if resume:
+        for path in (os.path.join(out_dir, MANIFEST), os.path.join(out_dir, RESULTS)):
+            if os.path.exists(path):
+                data = read_json(path)
+                _check_recorded(path, data.get("experiment"), data.get("config"), name, record)
+    elif before:
+        shown = ", ".join(before[:3]) + (f" and {len(before) - 3} more" if len(before) > 3 else "")
+        raise ValueError(f"out_dir {out_dir!r} already holds a run ({shown}); pass resume=True (--resume) to "
+                         f"continue it, or choose another folder")
+    had_manifest = os.path.exists(os.path.join(out_dir, MANIFEST))
+    folders = {root for root, _, _ in os.walk(out_dir)}
+    _barrier()  # under torchrun every rank checks the folder before rank 0 writes to it
+    if process_rank() == 0:
+        prepare_out_dir(out_dir)
+        write_json(os.path.join(out_dir, MANIFEST), {"experiment": name, "profile": profile, "config": record})
+    try:
+        results = module.run(config, out_dir=out_dir, resume=resume)
+    except BaseException:
+        if process_rank() == 0 and not had_manifest:
+            _undo(out_dir, folders, held_run=bool(before))
+        raise
+    results.config = record
+    if process_rank() == 0:
         results.save(out_dir)
     return results
 
 
 def load_or_run(name: str, profile: str = "quick", out_dir: str | None = None, **overrides) -> Results:
-    """Results from ``out_dir/results.json`` when it holds this experiment, else a fresh run (saved there).
+    """Results from ``out_dir/results.json`` when it holds this experiment at this config, else a run saved there.
 
     This is how a chapter shows full-profile results trained elsewhere (``python -m energylab run``) on a
-    laptop: pass the folder the command wrote to.
+    laptop: pass the folder the command wrote to, the profile and the overrides it was run with. Results
+    recorded under another experiment or config (``device`` and ``progress`` aside) are never returned: that is
+    a ValueError naming the differing fields. Without results.json the run in ``out_dir`` is continued (an
+    interrupted run of the same config) or started, as :func:`run_experiment` with ``resume=True`` does.
     """
     path = None if out_dir is None else os.path.join(out_dir, RESULTS)
     if path is not None and os.path.exists(path):
+        record = config_record(get_config(name, profile, **overrides))
         results = Results.load(out_dir)
-        if results.experiment != name:
-            raise ValueError(f"{path} holds experiment {results.experiment!r}, not {name!r}")
+        _check_recorded(path, results.experiment, results.config, name, record)
         return results
-    return run_experiment(name, profile, out_dir=out_dir, **overrides)
+    return run_experiment(name, profile, out_dir=out_dir, resume=out_dir is not None, **overrides)
 
 
-def _rank() -> int:
+def _check_recorded(path: str, experiment, recorded, name: str, wanted: dict) -> None:
+    """ValueError unless ``path`` recorded experiment ``name`` with config ``wanted``."""
+    if experiment != name:
+        raise ValueError(f"{path} holds experiment {experiment!r}, not {name!r}; choose another folder")
+    diff = config_diff(recorded, wanted)
+    if diff:
+        raise ValueError(f"{path} was written with another config: {format_diff(diff)}; pass the config it was "
+                         f"written with, or choose another folder")
+
+
+def _undo(out_dir: str, keep: set[str], held_run: bool) -> None:
+    """After a failed run that wrote ``run.json``: remove it if the folder held a run before (whose config it may
+    not be) or holds no checkpoint now, and in the latter case also the empty folders not in ``keep``."""
+    trained = run_files(out_dir, (CHECKPOINT, RESULTS)) if os.path.isdir(out_dir) else []
+    manifest = os.path.join(out_dir, MANIFEST)
+    if (held_run or not trained) and os.path.exists(manifest):
+        os.remove(manifest)
+    if trained:
+        return
+    for root, _, _ in sorted(os.walk(out_dir), key=lambda w: -len(w[0])):  # deepest first
+        if root not in keep:
+            try:
+                os.rmdir(root)  # only empty folders go
+            except OSError:
+                pass
+
+
+def _barrier() -> None:
     import torch.distributed as dist
 
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()

@@ -23,6 +23,7 @@ import torch
 from energylab._setup import choose_device, seed_everything
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, RecurrentBlock
 from energylab.tasks import images as im
+from energylab.results import config_record
 from energylab.train import Results, TrainConfig, train
 
 
@@ -148,7 +149,7 @@ def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: s
                      grad_clip=cfg.grad_clip, log_every=max(1, spe // 4), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
     history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_(), out_dir=out_dir,
-                    resume=resume)
+                    resume=resume, identity=config_record(cfg))
     return model, history
 
 
@@ -183,7 +184,7 @@ def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device
                      warmup_steps=min(100, cfg.baseline_steps // 10), grad_clip=1.0,
                      log_every=max(1, cfg.baseline_steps // 20), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    return model, train(model, loss_fn, batches, tc, out_dir=out_dir, resume=resume)
+    return model, train(model, loss_fn, batches, tc, out_dir=out_dir, resume=resume, identity=config_record(cfg))
 
 
 def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:

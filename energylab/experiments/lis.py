@@ -23,6 +23,7 @@ from energylab.ensemble import train_ensemble
 from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, count_parameters
 from energylab.modules import MHA2nd1st, MultiHeadAttention
 from energylab.tasks import lis
+from energylab.results import config_record
 from energylab.train import History, Results, TrainConfig, train
 
 # the paper's four variants: name -> (attention layer, with FFN)
@@ -180,11 +181,12 @@ def _train_seeds(config, length, dim, variant, batches, train_cfg, loss_fn, eval
         model = make_model(config, length, dim, variant)
         cfg = dataclasses.replace(train_cfg, seed=seed)
         return [train(model, loss_fn, lambda step: batches(step, seed), cfg, eval_fn=eval_fn, out_dir=run_dir,
-                      resume=resume)]
+                      resume=resume, identity=config_record(config))]
     with warnings.catch_warnings():
         # vmap over F.scaled_dot_product_attention falls back to a loop on CPU and says so at every call;
         # the result is exact, only slower
         warnings.filterwarnings("ignore", message="There is a performance drop", category=UserWarning)
         ensemble = train_ensemble(lambda seed: make_model(config, length, dim, variant), loss_fn, batches,
-                                  train_cfg, config.seeds, eval_fn=eval_fn, out_dir=run_dir, resume=resume)
+                                  train_cfg, config.seeds, eval_fn=eval_fn, out_dir=run_dir, resume=resume,
+                                  identity=config_record(config))
     return ensemble.histories

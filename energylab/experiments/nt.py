@@ -19,6 +19,7 @@ from energylab._setup import choose_device
 from energylab.ensemble import train_ensemble
 from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, parameter_count, squared_error
 from energylab.tasks import nt as tasks
+from energylab.results import config_record
 from energylab.train import Results, TrainConfig
 
 
@@ -47,7 +48,7 @@ class Config:
     lr: float = 0.02  # SGD learning rate (paper)
     momentum: float = 0.8  # SGD momentum (paper)
     grad_clip: float | None = 1.0  # not in the paper: EA's 1/N_m can blow up a rare step; None = off
-    eval_every: int = 50  # epochs between evaluations on the held-out series
+    eval_every: int = 50  # epochs between evaluations on the held-out series (0 = only at the start and end)
     n_eval_series: int = 100  # held-out series for the learning curves (paper: 100)
     n_eval_predict: int = 50  # predictions per held-out series (paper: N_g = 50)
     n_final_series: int = 10_000  # fresh series for the final accuracy (paper: >= 10^4)
@@ -137,6 +138,9 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     """Train every (task, attention) pair as an ensemble of ``config.seeds`` seeds; return curves and finals."""
     if not config.runs:
         raise ValueError("config.runs is empty: pick a profile, e.g. PROFILES['quick']")
+    if not isinstance(config.eval_every, int) or isinstance(config.eval_every, bool) or config.eval_every < 0:
+        raise ValueError(f"eval_every must be an int >= 0 (0 = evaluate only at the start and end), "
+                         f"got {config.eval_every!r}")
     device = choose_device(config.device)
     seeds = [config.seed + i for i in range(config.seeds)]
     results = Results("nt", dataclasses.asdict(config))
@@ -150,13 +154,14 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             train_cfg = TrainConfig(
                 steps=task.epochs, optimizer="sgd", lr=config.lr, momentum=config.momentum, grad_clip=config.grad_clip,
                 schedule="step" if task.lr_drop_at else "constant", lr_step=task.lr_drop_at or 1, lr_gamma=0.25,
-                eval_every=config.eval_every, eval_at_start=True, log_every=config.eval_every,
+                eval_every=config.eval_every, eval_at_start=True, log_every=config.eval_every or task.epochs,
                 device=str(device), progress=config.progress)
             ens = train_ensemble(
                 lambda s: make_model(task, attention, config.per_position, config.affine), _loss,
                 lambda epoch, s: epoch_batch(task, config.n_batch, 7919 * r + s, epoch), train_cfg, seeds,
                 eval_fn=lambda m: evaluate(m, held_out),
-                out_dir=None if out_dir is None else os.path.join(out_dir, task.name, attention), resume=resume)
+                out_dir=None if out_dir is None else os.path.join(out_dir, task.name, attention), resume=resume,
+                identity=config_record(config))
             finals = []
             for s, model, history in zip(seeds, ens.models, ens.histories):
                 results.histories[f"{label}/seed{s}"] = history
