@@ -14,7 +14,7 @@ training engine only when used.
 import importlib
 
 _SUBMODULES = {"catalog", "energies", "hyperspherical", "modules", "operators", "portable", "atlas", "descent",
-               "sphere", "train", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
+               "sphere", "train", "batches", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
 _FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
 
 
