@@ -16,6 +16,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.join(HERE, "tests")]
 import nbval_tolerance  # noqa: E402
+
 from energylab import portable  # noqa: E402 - torch-free; must run before torch is imported
 
 _EMULATE = "--emulate-other-processor" in sys.argv

@@ -24,8 +24,8 @@ from energylab import energies as en
 from energylab import operators as op
 from energylab._checks import check_divides, check_int, check_positive, check_tensor
 
-__all__ = ["Descent", "descend", "multihead_sphere_instance", "multihead_attention", "per_sample_free_energy", "cluster_task",
-           "AlternatingConfig", "AlternatingHistory", "alternating_optimisation"]
+__all__ = ["Descent", "descend", "multihead_sphere_instance", "multihead_attention", "per_sample_free_energy",
+           "cluster_task", "AlternatingConfig", "AlternatingHistory", "alternating_optimisation"]
 
 
 # ----------------------------------------------------------------------------- iterating an operator

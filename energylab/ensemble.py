@@ -28,10 +28,26 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import to_device
-from energylab.results import (CHECKPOINT, History, claim_run_dir, get_rng_state, load_checkpoint, run_identity,
-                               save_checkpoint, set_rng_state)
-from energylab.train import (TrainConfig, _evaluate, _progress, check_config, diverged, lr_multiplier, make_optimizer,
-                             train)
+from energylab.results import (
+    CHECKPOINT,
+    History,
+    claim_run_dir,
+    get_rng_state,
+    load_checkpoint,
+    run_identity,
+    save_checkpoint,
+    set_rng_state,
+)
+from energylab.train import (
+    TrainConfig,
+    _evaluate,
+    _progress,
+    check_config,
+    diverged,
+    lr_multiplier,
+    make_optimizer,
+    train,
+)
 
 
 @dataclass

@@ -16,8 +16,13 @@ from torch import nn
 
 from energylab import hyperspherical as hs
 from energylab._checks import check_count, check_dim, check_divides, check_int, check_positive, check_tensor
-from energylab.kernels import _mask_rows, expressive_attention_values, newton_first_order_direction, ridge_inverse
-from energylab.kernels import row_blocks
+from energylab.kernels import (
+    _mask_rows,
+    expressive_attention_values,
+    newton_first_order_direction,
+    ridge_inverse,
+    row_blocks,
+)
 from energylab.operators import _dot_product_weights
 
 __all__ = [

@@ -29,9 +29,20 @@ from torch import nn
 
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import Feed, shard, to_device
-from energylab.results import (CHECKPOINT, RESULTS, History, Results, claim_run_dir,  # noqa: F401 - API
-                               get_rng_state, load_checkpoint, load_module_state, prepare_out_dir, run_identity,
-                               save_checkpoint, set_rng_state)
+from energylab.results import (  # noqa: F401 - API
+    CHECKPOINT,
+    RESULTS,
+    History,
+    Results,
+    claim_run_dir,
+    get_rng_state,
+    load_checkpoint,
+    load_module_state,
+    prepare_out_dir,
+    run_identity,
+    save_checkpoint,
+    set_rng_state,
+)
 
 LossFn = Callable[[nn.Module, Any], "tuple[torch.Tensor, dict]"]
 Batches = Union[Callable[[int], Any], Iterable]

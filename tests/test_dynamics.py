@@ -4,8 +4,17 @@ import math
 import pytest
 import torch
 
-from energylab.dynamics import (FlowConfig, SphereWeights, Trajectory, energy, normalize, preset_weights,
-                                random_tokens, simulate, velocity)
+from energylab.dynamics import (
+    FlowConfig,
+    SphereWeights,
+    Trajectory,
+    energy,
+    normalize,
+    preset_weights,
+    random_tokens,
+    simulate,
+    velocity,
+)
 from energylab.operators import tangent_projection
 from energylab.sphere import cluster_labels, count_clusters, mean_cosine, time_to_collapse
 

@@ -6,7 +6,6 @@ import torch
 
 from energylab import energies, operators
 
-
 pytestmark = pytest.mark.usefixtures("float64_default")
 
 

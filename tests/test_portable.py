@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import nbformat
+import nbval_tolerance
 import pytest
 
-import nbval_tolerance
 from energylab import portable
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -88,7 +88,8 @@ def _notebook(cells):
 
 
 def test_clean_merges_streams_and_drops_the_injected_cell():
-    params = nbformat.v4.new_code_cell('profile = "quick"  # quick or full\nseed = 0', metadata={"tags": ["parameters"]})
+    params = nbformat.v4.new_code_cell('profile = "quick"  # quick or full\nseed = 0',
+                                       metadata={"tags": ["parameters"]})
     injected = nbformat.v4.new_code_cell('# Parameters\nprofile = "full"\n',
                                          metadata={"tags": ["injected-parameters"], "papermill": {"duration": 1}})
     body = nbformat.v4.new_code_cell("print(1); print(2)")

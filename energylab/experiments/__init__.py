@@ -23,14 +23,27 @@ import types
 import typing
 from types import ModuleType
 
-from energylab.results import (CHECKPOINT, MANIFEST, RESULTS, Results, config_diff, config_record, format_diff,
-                               prepare_out_dir, process_rank, read_json, run_files, write_json)
+from energylab.results import (
+    CHECKPOINT,
+    MANIFEST,
+    RESULTS,
+    Results,
+    config_diff,
+    config_record,
+    format_diff,
+    prepare_out_dir,
+    process_rank,
+    read_json,
+    run_files,
+    write_json,
+)
 from energylab.train import check_device
 
 # experiment name -> module that implements it (imported on first use); each experiment's owner adds one line
 EXPERIMENTS = {
     "nt": "energylab.experiments.nt",  # paper 001: DPA vs expressive attention on the NT delayed-addition tasks
-    "lis": "energylab.experiments.lis",  # paper 000: MHA vs MHA2nd1st (with/without FFN) on longest increasing subsequence
+    # paper 000: MHA vs MHA2nd1st (with/without FFN) on the longest increasing subsequence
+    "lis": "energylab.experiments.lis",
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
 }
 

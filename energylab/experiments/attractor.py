@@ -22,9 +22,9 @@ import torch
 
 from energylab._setup import choose_device, seed_everything
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, RecurrentBlock
-from energylab.tasks import images as im
 from energylab.results import config_record
-from energylab.train import Results, TrainConfig, train
+from energylab.tasks import images as im
+from energylab.train import History, Results, TrainConfig, train
 
 
 @dataclass
@@ -123,7 +123,7 @@ def _steps_per_epoch(n: int, batch: int) -> int:
 
 
 def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: str | None = None,
-               resume: bool = False) -> tuple[BareSelfAttention, "History"]:
+               resume: bool = False) -> tuple[BareSelfAttention, History]:
     """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``."""
     side = cfg.image_size // cfg.patch
     mcfg = AttractorConfig(n_tokens=side * side, patch_pixels=cfg.patch ** 2, dim=cfg.dim, init=cfg.init,
@@ -161,7 +161,7 @@ def bare_trajectory(model: BareSelfAttention, spins: torch.Tensor, steps: int) -
 
 
 def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device, out_dir: str | None = None,
-                resume: bool = False) -> tuple[RecurrentBlock, "History"]:
+                resume: bool = False) -> tuple[RecurrentBlock, History]:
     """The baseline for one task, trained by backpropagation through tau ~ U{tau_range} repetitions."""
     side = cfg.image_size // cfg.baseline_patch
     torch.manual_seed(cfg.seed)
@@ -219,8 +219,8 @@ def run(config: Config | str = "quick", out_dir: str | None = None, resume: bool
     model, hist = train_bare(cfg, data, device, _sub(out_dir, "bare"), resume)
     model.eval()
     test = data.test[:cfg.n_eval].to(device)
-    res = Results("attractor", {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()},
-                  histories={"bare": hist})
+    record = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
+    res = Results("attractor", record, histories={"bare": hist})
     res.extra.update(source=data.source, n_train=len(data.train), n_couplings=model.n_couplings,
                      mean_digit=data.train.mean(0).tolist())
     side = cfg.image_size
@@ -250,7 +250,8 @@ def run(config: Config | str = "quick", out_dir: str | None = None, resume: bool
             block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
             block.eval()
             res.histories[f"block/{task}"] = bhist
-            inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            gen = torch.Generator().manual_seed(cfg.seed + 17)
+            inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, gen)
             with torch.no_grad():
                 pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
             curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
@@ -263,4 +264,5 @@ def run(config: Config | str = "quick", out_dir: str | None = None, resume: bool
     return res
 
 
-__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory", "bare_curve"]
+__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory",
+           "bare_curve"]

@@ -18,7 +18,6 @@ Profiles: ``quick`` (seconds on one CPU thread) and ``full`` (more patterns, β 
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import torch

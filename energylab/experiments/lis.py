@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from energylab.ensemble import train_ensemble
 from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, count_parameters
 from energylab.modules import MHA2nd1st, MultiHeadAttention
-from energylab.tasks import lis
 from energylab.results import config_record
+from energylab.tasks import lis
 from energylab.train import History, Results, TrainConfig, train
 
 # the paper's four variants: name -> (attention layer, with FFN)

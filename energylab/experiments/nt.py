@@ -18,8 +18,8 @@ import torch
 from energylab._setup import choose_device
 from energylab.ensemble import train_ensemble
 from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, parameter_count, squared_error
-from energylab.tasks import nt as tasks
 from energylab.results import config_record
+from energylab.tasks import nt as tasks
 from energylab.train import Results, TrainConfig
 
 

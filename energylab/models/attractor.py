@@ -11,8 +11,8 @@ and the self-attention update is its negative gradient with respect to x_i alone
 
 Both formulas live once in the library, as the catalog form ``local_self_attention``:
 :func:`energylab.energies.local_energies` and :func:`energylab.operators.local_attention_update`; the
-model differentiates the former. This module adds what turns them into a trained model: the fixed embedding, the couplings, norm fixing and the
-dynamics.
+model differentiates the former. This module adds what turns them into a trained model: the fixed embedding, the
+couplings, norm fixing and the dynamics.
 
 Training minimises the pseudo-likelihood loss L = sum_mu sum_i e_i(xi^mu) on data (eq. 7). Its gradient
 on J_ij is -alpha_ij x_i x_j^T: it involves e_i only, i.e. the couplings *into* token i, so training is a

@@ -17,8 +17,20 @@ import random
 
 import numpy as np
 
-from energylab.tasks.sudoku_solver import (ALL, BOX, CELL_UNITS, COL, DIGIT, ROW, UNITS, _masks, _propagate, _search,
-                                           _solutions, _unit_masks)
+from energylab.tasks.sudoku_solver import (
+    ALL,
+    BOX,
+    CELL_UNITS,
+    COL,
+    DIGIT,
+    ROW,
+    UNITS,
+    _masks,
+    _propagate,
+    _search,
+    _solutions,
+    _unit_masks,
+)
 
 
 def random_grid(rng: random.Random) -> list[int]:

@@ -124,7 +124,8 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     from IPython.display import display
 
     if simulate is None:
-        from energylab.dynamics import PRESETS, simulate_preset as simulate
+        from energylab.dynamics import PRESETS
+        from energylab.dynamics import simulate_preset as simulate
     else:
         from energylab.dynamics import PRESETS
     style = {"description_width": "70px"}
