@@ -1,11 +1,11 @@
 """Forward+backward time and activation memory of every layer of :mod:`energylab.modules`.
 
 Each time is a ratio (median and ratio of minima) to a plain SDPA multi-head attention (qkv projection,
-``F.scaled_dot_product_attention``, output projection) measured in the same run, in alternation with the layer
-(so that load from other processes hits both): median over ``repeats`` after warm-up, forward + backward. Memory
-is what autograd saves for the backward pass (unique storages, measured with ``saved_tensors_hooks``; on CUDA the peak allocated
-memory is reported as well), and ``n2_units`` expresses it in units of one (B, H, N, N) float tensor, so the
-O(B·H·N²) + O(B·N·d) budget can be read off directly.
+``F.scaled_dot_product_attention``, output projection) measured in the same run, in alternation with the layer (so
+that load from other processes hits both): median over ``repeats`` after warm-up, forward + backward. Memory is what
+autograd saves for the backward pass (unique storages, measured with ``saved_tensors_hooks``; on CUDA the peak
+allocated memory is reported as well), and ``n2_units`` expresses it in units of one (B, H, N, N) float tensor, so
+the O(B·H·N²) + O(B·N·d) budget can be read off directly.
 """
 from __future__ import annotations
 
