@@ -51,3 +51,13 @@ def test_toc_entries_exist():
     for entry in re.findall(r"file:\s*(\S+)", TOC):
         candidates = [ROOT / f"{entry}{ext}" for ext in (".md", ".ipynb")]
         assert any(p.exists() for p in candidates), f"_toc.yml lists {entry}, which does not exist"
+
+
+def test_file_number_is_chapter_number_is_toc_order():
+    # 04_x.ipynb is chapter 4, its title starts "# 4.", and the table of contents lists chapters in file order
+    listed = re.findall(r"file:\s*notebooks/(\d\d)_\S+", TOC)
+    assert listed == sorted(listed), f"_toc.yml lists chapters out of order: {listed}"
+    for nb in NOTEBOOKS:
+        number = int(nb.name[:2])
+        title = json.loads(nb.read_text())["cells"][0]["source"][0]
+        assert title.startswith(f"# {number}. "), f"{nb.name}: the title must start with '# {number}. ', got {title!r}"
