@@ -1,14 +1,17 @@
 """Open every page of the built site in headless Chromium and check what a reader would see.
 
-    python scripts/smoke_site.py [--screenshots DIR]
+    python scripts/smoke_site.py [--screenshots DIR] [--settle SECONDS]
 
-For each page of the book and every chapter it serves _build/html on 127.0.0.1, drives Chromium over the
-DevTools protocol and fails if:
-- the page throws an exception or logs a console error;
-- the page requests anything from a host other than 127.0.0.1 (the site must work offline);
+It serves _build/html on 127.0.0.1 and opens, in Chromium driven over the DevTools protocol, the site's own
+pages (index.html, search.html with a query, genindex.html, ...), the book's pages and every chapter. Once a
+page has loaded and rendered, it keeps watching it for --settle seconds (3 by default), so that requests and
+errors from timers or lazily loaded code are seen too. A page fails if:
+- it throws an exception or logs a console error (or the browser logs an error, e.g. a failed load);
+- it requests anything from a host other than 127.0.0.1 (the site must work offline);
 - MathJax did not typeset the math (a math element still shows raw TeX, or none was typeset);
 - a plotly figure's div holds no drawn SVG;
-- a saved widget view was not rendered.
+- a saved widget view was not rendered;
+- a redirecting page (index.html) did not arrive where it points, or the search found nothing.
 Exit status 0 when every page passes.
 """
 from __future__ import annotations
@@ -32,6 +35,7 @@ import websocket  # websocket-client
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
+SEARCH_QUERY = "attention"  # search.html is opened with this query; the book must have matching pages
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
                   "--disable-default-apps", "--disable-extensions", "--window-size=1280,2000"]
@@ -45,32 +49,77 @@ CHECK_JS = r"""
   const rendered = document.querySelectorAll('.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
   return JSON.stringify({math: math.length, typeset: document.querySelectorAll('mjx-container').length,
                          raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
-                         widget_views: views, widgets_rendered: rendered, title: document.title});
+                         widget_views: views, widgets_rendered: rendered, title: document.title,
+                         path: location.pathname, search_hits: document.querySelectorAll('ul.search li').length,
+                         search_summary: (document.querySelector('.search-summary') || {}).textContent || ''});
 })()
 """
 
 
 class CDP:
-    """A minimal DevTools-protocol client: send commands, collect events."""
+    """A minimal DevTools-protocol client: send commands, collect events.
+
+    Sessions set up with ``watch`` also follow their workers and out-of-process frames: each one that starts is
+    paused, set up the same way (so its requests and errors are seen from its first line), then resumed."""
+
+    DOMAINS = ("Network", "Runtime", "Log")
 
     def __init__(self, ws_url: str):
         self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
         self.next_id = 0
         self.events: list[dict] = []
+        self.replies: dict[int, dict] = {}
+        self.watched: set[str] = set()
+        self._attached: list[str] = []
+
+    def _receive(self) -> dict:
+        msg = json.loads(self.ws.recv())
+        if "id" in msg:
+            self.replies[msg["id"]] = msg
+        else:
+            self.events.append(msg)
+            if msg.get("method") == "Target.attachedToTarget" and msg.get("sessionId") in self.watched:
+                self._attached.append(msg["params"]["sessionId"])
+        return msg
 
     def send(self, method: str, session: str | None = None, **params):
         self.next_id += 1
-        msg = {"id": self.next_id, "method": method, "params": params}
+        msg_id = self.next_id
+        msg = {"id": msg_id, "method": method, "params": params}
         if session:
             msg["sessionId"] = session
         self.ws.send(json.dumps(msg))
-        while True:
-            reply = json.loads(self.ws.recv())
-            if reply.get("id") == self.next_id:
-                if "error" in reply:
-                    raise RuntimeError(f"{method}: {reply['error']}")
-                return reply.get("result", {})
-            self.events.append(reply)
+        deadline = time.time() + 60
+        while msg_id not in self.replies:
+            try:
+                self._receive()
+            except websocket.WebSocketTimeoutException:
+                if time.time() > deadline:
+                    raise
+        reply = self.replies.pop(msg_id)
+        self._follow()
+        if "error" in reply:
+            raise RuntimeError(f"{method}: {reply['error']}")
+        return reply.get("result", {})
+
+    def watch(self, session: str, page: bool = False) -> None:
+        """Enable the events the checks read on ``session`` and follow the targets it starts. For a page every
+        command must succeed; a worker or frame may lack a domain, or be gone already, which is let pass."""
+        self.watched.add(session)
+        commands = [(f"{domain}.enable", {}) for domain in ("Page",) * page + self.DOMAINS]
+        commands.append(("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}))
+        if not page:
+            commands.append(("Runtime.runIfWaitingForDebugger", {}))  # it was paused when it started
+        for method, params in commands:
+            try:
+                self.send(method, session, **params)
+            except RuntimeError:
+                if page:
+                    raise
+
+    def _follow(self) -> None:
+        while self._attached:
+            self.watch(self._attached.pop(0))
 
     def pump(self, seconds: float, until: str | None = None) -> bool:
         """Collect events for up to ``seconds``; return early (True) once an event named ``until`` arrives."""
@@ -79,10 +128,10 @@ class CDP:
         try:
             while time.time() < end:
                 try:
-                    event = json.loads(self.ws.recv())
+                    event = self._receive()
                 except websocket.WebSocketTimeoutException:
                     continue
-                self.events.append(event)
+                self._follow()
                 if until and event.get("method") == until:
                     return True
             return False
@@ -121,50 +170,76 @@ def start_chromium(profile_dir: str) -> tuple[subprocess.Popen, str]:
     sys.exit("smoke_site: Chromium did not start")
 
 
-def expected_content(html_file: pathlib.Path) -> dict:
-    """What the static HTML promises: math elements, plotly figure divs, saved widget views."""
+def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
+    """What the static HTML (and the URL's query) promises: math elements, plotly figure divs, saved widget views,
+    where a meta refresh leads (the page's path once redirected), and whether a search should find pages."""
     html = html_file.read_text(encoding="utf-8")
+    refresh = re.search(r'<meta http-equiv="refresh" content="\d+;\s*url=([^"]+)"', html, re.IGNORECASE)
+    redirect = None
+    if refresh:
+        redirect = urllib.parse.urlparse(urllib.parse.urljoin("/" + html_file.relative_to(SITE).as_posix(),
+                                                              refresh.group(1))).path
     return {"math": len(re.findall(r'class="math notranslate', html)),
             "figures": len(re.findall(r'<div id="fig-[0-9a-f]{12}"', html)),
-            "widget_views": html.count('type="application/vnd.jupyter.widget-view+json"')}
+            "widget_views": html.count('type="application/vnd.jupyter.widget-view+json"'),
+            "redirect": redirect,
+            "search": "searchindex.js" in html and bool(urllib.parse.parse_qs(query).get("q"))}
 
 
 def rendered(result: dict, expected: dict) -> bool:
     return (result["math"] >= expected["math"] and (not expected["math"] or (result["typeset"] and not result["raw_math"]))
             and result["figures"] >= expected["figures"] and not result["undrawn"]
-            and (not expected["widget_views"] or result["widgets_rendered"] > 0))
+            and (not expected["widget_views"] or result["widgets_rendered"] > 0)
+            and (not expected["redirect"] or result["path"] == expected["redirect"])
+            and (not expected["search"] or result["search_summary"].strip() != ""))  # the search has finished
+
+
+def evaluate_checks(cdp: CDP, session: str) -> dict | None:
+    """Run CHECK_JS in the page; None while there is no document to ask (e.g. in the middle of a redirect)."""
+    try:
+        reply = cdp.send("Runtime.evaluate", session, expression=CHECK_JS, returnByValue=True)
+        return json.loads(reply["result"]["value"])
+    except (RuntimeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
-               timeout: float = 90.0) -> list[str]:
+               timeout: float = 90.0, settle: float = 3.0) -> list[str]:
     target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
     session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-    for domain in ("Page", "Network", "Runtime", "Log"):
-        cdp.send(f"{domain}.enable", session)
+    cdp.watched.clear()
+    cdp.watch(session, page=True)
     cdp.events.clear()
     cdp.send("Page.navigate", session, url=url)
     problems = []
     if not cdp.pump(timeout, until="Page.loadEventFired"):
         problems.append(f"page did not finish loading in {timeout:.0f} s")
     # then wait (polling) until MathJax has typeset, plotly has drawn and widgets have rendered, or time runs out
-    expected = expected_content(html_file)
+    expected = expected_content(html_file, urllib.parse.urlparse(url).query)
     deadline = time.time() + timeout
+    result = None
     while True:
-        result = json.loads(cdp.send("Runtime.evaluate", session, expression=CHECK_JS, returnByValue=True)
-                            ["result"]["value"])
-        if rendered(result, expected) or time.time() > deadline:
+        result = evaluate_checks(cdp, session) or result
+        if (result and rendered(result, expected)) or time.time() > deadline:
             break
         cdp.pump(0.5)
-    cdp.pump(1.0)  # late console errors
-    for ev in cdp.events:
-        if ev.get("sessionId") != session:
-            continue
+    if result is None:
+        result = {"math": 0, "typeset": 0, "raw_math": 0, "figures": 0, "undrawn": [], "widgets_rendered": 0,
+                  "path": "?", "search_hits": 0, "search_summary": ""}
+        problems.append("the page could not be inspected (no document)")
+    # keep watching: a timer, a lazily loaded module or a late widget may still fetch something or fail
+    cdp.pump(settle)
+    mine = [ev for ev in cdp.events if ev.get("sessionId") in cdp.watched]  # the page, its workers and frames
+    load = next((ev["params"]["timestamp"] for ev in mine if ev.get("method") == "Page.loadEventFired"), None)
+    for ev in mine:
         method, params = ev.get("method"), ev.get("params", {})
         if method == "Network.requestWillBeSent":
             req_url = params["request"]["url"]
             host = urllib.parse.urlparse(req_url).hostname
             if req_url.startswith(("http", "ws")) and host not in ("127.0.0.1", "localhost"):
-                problems.append(f"request to a non-local host: {req_url}")
+                late = params.get("timestamp", 0) - load if load is not None else 0
+                problems.append(f"request to a non-local host: {req_url}"
+                                + (f" ({late:.1f} s after the load event)" if late > 0 else ""))
         elif method == "Runtime.exceptionThrown":
             details = params["exceptionDetails"]
             text = details.get("exception", {}).get("description") or details.get("text")
@@ -172,7 +247,9 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
             problems.append("console.error: " + " ".join(str(a.get("value", a.get("description", "")))
                                                          for a in params.get("args", [])))
-        elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
+        elif (method == "Log.entryAdded" and params["entry"].get("level") == "error"
+              # the browser asks for /favicon.ico by itself on a page with no icon link (index.html's redirect)
+              and urllib.parse.urlparse(params["entry"].get("url", "")).path != "/favicon.ico"):
             problems.append(f"browser error: {params['entry'].get('text')} {params['entry'].get('url', '')}")
     if result["math"] < expected["math"]:
         problems.append(f"page incomplete: {result['math']} of {expected['math']} math elements in the DOM")
@@ -183,6 +260,10 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
                         f"not drawn: {result['undrawn']}")
     if expected["widget_views"] and not result["widgets_rendered"]:
         problems.append(f"widgets: {expected['widget_views']} saved views, none rendered")
+    if expected["redirect"] and result["path"] != expected["redirect"]:
+        problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
+    if expected["search"] and not result["search_hits"]:
+        problems.append(f"search: no results ({result['search_summary'].strip() or 'the search did not finish'})")
     if screenshot is not None:
         metrics = cdp.send("Page.getLayoutMetrics", session)["cssContentSize"]
         clip = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 16000), "scale": 0.5}
@@ -197,11 +278,15 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--screenshots", type=pathlib.Path, default=None, help="save a PNG of each page here")
+    parser.add_argument("--settle", type=float, default=3.0,
+                        help="seconds to keep watching each page for requests and errors once it has rendered")
     args = parser.parse_args(argv)
     if not (SITE / "index.html").exists():
         sys.exit("smoke_site: no site at _build/html; build it first (python scripts/build_book.py)")
-    # index.html only redirects to book/intro.html; check the real pages: the book's own and every chapter
-    pages = sorted(str(p.relative_to(SITE)) for d in ("book", "notebooks") for p in (SITE / d).glob("*.html"))
+    # the site's own pages (index.html redirects to book/intro.html; search.html runs a search), the book's, chapters
+    top = sorted((p.name for p in SITE.glob("*.html")), key=lambda n: (n != "index.html", n))
+    top = [f"{n}?q={urllib.parse.quote(SEARCH_QUERY)}" if n == "search.html" else n for n in top]
+    pages = top + sorted(str(p.relative_to(SITE)) for d in ("book", "notebooks") for p in (SITE / d).glob("*.html"))
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     server, port = serve(SITE)
@@ -211,8 +296,9 @@ def main(argv=None) -> int:
         try:
             cdp = CDP(ws_url)
             for page in pages:
-                shot = args.screenshots / (pathlib.Path(page).stem + ".png") if args.screenshots else None
-                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", SITE / page, shot)
+                path = page.split("?", 1)[0]
+                shot = args.screenshots / (pathlib.Path(path).stem + ".png") if args.screenshots else None
+                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", SITE / path, shot, settle=args.settle)
                 if problems:
                     failures[page] = problems
         finally:

@@ -1,0 +1,46 @@
+"""scripts/smoke_site.py: what a page promises and when it counts as rendered (no browser needed)."""
+import importlib.util
+import pathlib
+
+import pytest
+
+pytest.importorskip("websocket")  # websocket-client, which the smoke test drives Chromium with
+SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "smoke_site.py"
+spec = importlib.util.spec_from_file_location("smoke_site", SCRIPT)
+ss = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ss)
+
+DONE = {"math": 0, "typeset": 0, "raw_math": 0, "figures": 0, "undrawn": [], "widgets_rendered": 0,
+        "path": "/book/intro.html", "search_hits": 0, "search_summary": ""}
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.setattr(ss, "SITE", tmp_path)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />')
+    (tmp_path / "search.html").write_text('<script src="searchindex.js"></script>')
+    (tmp_path / "book" / "intro.html").write_text('<div class="math notranslate nohighlight">\\[x\\]</div>')
+    return tmp_path
+
+
+def test_redirect_must_arrive(site):
+    expected = ss.expected_content(site / "index.html")
+    assert expected["redirect"] == "/book/intro.html" and not expected["search"]
+    assert ss.rendered(DONE, expected)
+    assert not ss.rendered({**DONE, "path": "/index.html"}, expected)
+
+
+def test_search_must_finish(site):
+    assert not ss.expected_content(site / "search.html")["search"]  # no query: nothing to wait for
+    expected = ss.expected_content(site / "search.html", "q=attention")
+    assert expected["search"] and expected["redirect"] is None
+    assert not ss.rendered({**DONE, "path": "/search.html"}, expected)
+    assert ss.rendered({**DONE, "search_summary": "Search finished, found 3 page(s)", "search_hits": 3}, expected)
+
+
+def test_math_must_be_typeset(site):
+    expected = ss.expected_content(site / "book" / "intro.html")
+    assert expected["math"] == 1 and expected["redirect"] is None
+    assert not ss.rendered({**DONE, "math": 1}, expected)
+    assert ss.rendered({**DONE, "math": 1, "typeset": 1}, expected)
