@@ -46,7 +46,8 @@ CHECK_JS = r"""
   const figs = [...document.querySelectorAll('div[id^="fig-"]')];
   const undrawn = figs.filter(el => !el.querySelector('svg.main-svg'));
   const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
-  const rendered = document.querySelectorAll('.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
+  const rendered = document.querySelectorAll(
+    '.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
   return JSON.stringify({math: math.length, typeset: document.querySelectorAll('mjx-container').length,
                          raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
                          widget_views: views, widgets_rendered: rendered, title: document.title,
@@ -187,7 +188,8 @@ def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
 
 
 def rendered(result: dict, expected: dict) -> bool:
-    return (result["math"] >= expected["math"] and (not expected["math"] or (result["typeset"] and not result["raw_math"]))
+    typeset = not expected["math"] or (result["typeset"] and not result["raw_math"])
+    return (result["math"] >= expected["math"] and typeset
             and result["figures"] >= expected["figures"] and not result["undrawn"]
             and (not expected["widget_views"] or result["widgets_rendered"] > 0)
             and (not expected["redirect"] or result["path"] == expected["redirect"])
