@@ -22,9 +22,9 @@ import re
 import torch
 
 from energylab import catalog, modules
-from energylab import operators as op
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
+from energylab.sphere import sphere_step, tangent_projection
 
 __all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
@@ -117,8 +117,8 @@ def descent_check(name: str, eta: float = 1e-2, seed: int = 0, n_tokens: int = 7
     x, before = x.detach(), float(energy.detach())
     u = form.update(x, **params)
     if form.on_sphere:
-        u = op.tangent_projection(x, u)
-        x_new = op.sphere_step(x, u, eta)
+        u = tangent_projection(x, u)
+        x_new = sphere_step(x, u, eta)
     else:
         x_new = x + eta * u
     after = float(form.energy(x_new, **params))

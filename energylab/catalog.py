@@ -8,6 +8,12 @@
 - ``kind == "approx"``:   update approximates the exact form ``reference`` with an error of order ``order`` in a
   correction size s; ``verify`` shrinks s geometrically (``shrink(params, s)``), fits the log-log slope of the
   relative error and returns |slope − order| / order (a relative error of the *order*).
+
+The forms themselves live in :mod:`energylab.forms`, one module per family, and register themselves when that
+package is imported. This module never imports them (the families import this one: no cycle). What fills the
+registry is ``energylab/__init__.py``: ``from energylab import catalog`` (or ``energylab.catalog``) imports
+:mod:`energylab.forms` first and then returns this module, so ``catalog.FORMS`` holds every form. A bare
+``import energylab.catalog`` gives the registry empty until ``energylab.forms`` is imported.
 """
 from __future__ import annotations
 
@@ -16,8 +22,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from energylab import operators as op
 from energylab._checks import check_int
+from energylab.sphere import tangent_projection
 
 __all__ = ["Equation", "AttentionForm", "FORMS", "register", "verify", "reference_update", "approx_slope"]
 
@@ -79,7 +85,7 @@ def reference_update(form: AttentionForm, x: torch.Tensor, params: dict) -> torc
     if form.kind == "gradient":
         g, _ = _flat_grad_hessian(form.energy, x, params, hessian=False)
         if form.on_sphere:
-            g = op.tangent_projection(x, g)
+            g = tangent_projection(x, g)
         return -g
     if form.kind == "newton":
         g, h = _flat_grad_hessian(form.energy, x, params, hessian=True)
@@ -128,7 +134,3 @@ def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
         worst = max(worst, err)
     return worst
 
-
-# The forms register themselves on import (kept in their own module to keep this one short).
-from energylab import catalog_forms as _catalog_forms  # noqa: E402,F401
-from energylab.catalog_forms import sample_sphere_tokens  # noqa: E402,F401

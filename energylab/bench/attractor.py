@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 
 from energylab.bench import median_time
-from energylab.models.attractor import AttractorConfig, BareSelfAttention, normalize_spins
-from energylab.operators import local_attention_update
+from energylab.forms.local import local_attention_update
+from energylab.models.attractor import AttractorConfig, BareSelfAttention
+from energylab.sphere import normalize
 
 
 def run(quick: bool = True) -> list[dict]:
@@ -21,7 +22,7 @@ def run(quick: bool = True) -> list[dict]:
     for b, n, d in shapes:
         g = torch.Generator().manual_seed(0)
         model = BareSelfAttention(AttractorConfig(n_tokens=n, patch_pixels=d // 2, dim=d), g)
-        x = normalize_spins(torch.randn(b, n, d, generator=g))
+        x = normalize(torch.randn(b, n, d, generator=g))
         J = model.J.detach()
         repeats = 5 if quick else 20
         with torch.no_grad():
