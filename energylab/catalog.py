@@ -52,6 +52,7 @@ class AttentionForm:
     order: int | None = None  # approx only: error = O(s^order) in the correction size s
     shrink: Callable[[dict, float], dict] | None = None  # approx only: params with the correction scaled by s
     min_tokens: int = 1  # the fewest tokens an instance may have (local attention needs another token to see)
+    multi_head: bool = False  # the sampler draws heads_for(dim) heads: verify at a composite dim to test several
 
 
 # ----------------------------------------------------------------------------- the registry

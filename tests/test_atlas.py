@@ -168,3 +168,29 @@ def test_error_text():
     assert atlas.error_text({"error": 0.0, "error_kind": "relative"}) == r"$<10^{-12}$"
     assert atlas.error_text({"error": 2.5e-9, "error_kind": "relative"}) == r"$2.5\cdot 10^{-9}$"
     assert atlas.error_text({"error": 0.0172, "error_kind": "order"}) == r"$1.7\cdot 10^{-2}$ (order)"
+
+
+def _heads_of(params: dict) -> int:
+    """Heads of a sampled instance: the leading axis of (H, d_h, d) weights, 1 when it has none."""
+    weights = [w for w in params.values() if isinstance(w, torch.Tensor) and w.dim() == 3]
+    return weights[0].shape[0] if weights else 1
+
+
+@pytest.mark.parametrize("name", list(catalog.FORMS))
+def test_atlas_verifies_multi_head_forms_with_several_heads(name):
+    form = catalog.FORMS[name]
+    _, params = form.sample(7, atlas.verify_dim(name), generator=torch.Generator().manual_seed(0))
+    heads = _heads_of(params)
+    assert (heads >= 2) == form.multi_head, f"{name}: {heads} head(s) at dim {atlas.verify_dim(name)}"
+    if form.multi_head:
+        assert atlas.verify_dim(name) == atlas.MULTI_HEAD_DIM
+
+
+def test_atlas_rows_use_several_heads_for_every_multi_head_form(rows):
+    names = {n for n, f in catalog.FORMS.items() if f.multi_head}
+    assert names == {"multihead_free_energy", "mha2nd", "mha2nd1st", "hyperset_attention", "sigmoid_attention",
+                     "kernel_linear_attention"}
+    for row in rows:
+        form = catalog.FORMS[row["name"]]
+        _, params = form.sample(7, row["dim"], generator=torch.Generator().manual_seed(0))
+        assert (_heads_of(params) >= 2) == (row["name"] in names), row["name"]

@@ -1,8 +1,8 @@
 """The attractor network's local field: the catalog operator against the model's autograd route.
 
 Both compute h_i = -de_i/dx_i (D'Amico & Negri 2024, eq. 3) for a batch of spin configurations:
-``operators.local_attention_update`` (the catalog form ``local_self_attention``, the reference of each row)
-and ``BareSelfAttention.field``, which differentiates ``energies.local_energies`` with autograd. One more row
+``forms.local.local_attention_update`` (the catalog form ``local_self_attention``, the reference of each row)
+and ``BareSelfAttention.field``, which differentiates ``forms.local.local_energies`` with autograd. One more row
 times a whole dynamics step (field, residual, renormalisation). Run ``python -m energylab.bench attractor``.
 """
 from __future__ import annotations

@@ -329,7 +329,7 @@ register(AttentionForm(
     note="Exact gradient (Theorem 3): linear attention with W_V = ηT W.",
 ))
 register(AttentionForm(
-    name="multihead_free_energy", paper="energyprinciple2025", kind="gradient",
+    name="multihead_free_energy", multi_head=True, paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\nabla_z F^* = -\tfrac1H\sum_h W_{1,h}^\top(q_h - \bar k_h)"),
     energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),

@@ -15,16 +15,21 @@ from energylab.forms._common import NO_KEYS, randn
 __all__ = ["hopfield_energy", "hopfield_update"]
 
 
+def _check_hopfield(xi, X, beta):
+    """Validate a state xi (..., d), patterns X (N ≥ 1, d) and beta > 0; returns beta."""
+    check_tensor("xi", xi)
+    check_tensor("X", X, ndim=2)
+    check_count("X", X, 0, what="pattern", why=NO_KEYS)
+    check_dim("X", X.shape[-1], xi.shape[-1])
+    return check_positive("beta", beta)
+
+
 def hopfield_energy(xi: torch.Tensor, X: torch.Tensor, beta) -> torch.Tensor:
     """E(ξ) = −β⁻¹ log Σ_i exp(β x_iᵀ ξ) + ½ ξᵀξ (Ramsauer et al. 2021, without the constant).
 
     xi: (..., d) state(s), X: (N, d) stored patterns x_i as rows  ->  (...).
     """
-    check_tensor("xi", xi)
-    check_tensor("X", X, ndim=2)
-    check_count("X", X, 0, what="pattern", why=NO_KEYS)
-    check_dim("X", X.shape[-1], xi.shape[-1])
-    beta = check_positive("beta", beta)
+    beta = _check_hopfield(xi, X, beta)
     lse = torch.logsumexp(beta * torch.einsum("...a,ia->...i", xi, X), dim=-1)
     return -lse / beta + 0.5 * xi.pow(2).sum(-1)
 
@@ -34,15 +39,13 @@ def hopfield_update(xi: torch.Tensor, X: torch.Tensor, beta) -> torch.Tensor:
 
     xi: (..., d), X: (N, d) patterns as rows  ->  (..., d).
     """
-    check_tensor("xi", xi)
-    check_tensor("X", X, ndim=2)
-    check_count("X", X, 0, what="pattern", why=NO_KEYS)
-    beta = check_positive("beta", beta)
+    beta = _check_hopfield(xi, X, beta)
     p = torch.softmax(beta * torch.einsum("...a,ia->...i", xi, X), dim=-1)
     return torch.einsum("...i,ia->...a", p, X) - xi
 
 
 def _sample_hopfield(n_tokens, dim, generator=None, dtype=torch.float64):
+    """ξ (3, d), {"X": (N, d) Gaussian patterns, "beta" in [0.5, 1.5)}."""
     X = randn(generator, dtype, n_tokens, dim)
     return randn(generator, dtype, 3, dim), {"X": X, "beta": 0.5 + float(torch.rand((), generator=generator))}
 

@@ -220,21 +220,21 @@ def _sample_ff(n_tokens, dim, generator=None, dtype=torch.float64):
 # ----------------------------------------------------------------------------- the catalog
 _HYPERSET_NOTE = "Exact gradient of the unconstrained energy; the layer evaluates it at RMS-normalised projections."
 register(AttentionForm(
-    name="hyperset_attention", paper="hu2025hyperset", kind="gradient",
+    name="hyperset_attention", multi_head=True, paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E_{ATTN} = \beta^{-1}\sum_h\sum_i\log\sum_j e^{\beta z_i^{h\top} z_j^h}",
                       r"-\sum_h W_h Z^h(\mathrm{softmax}_{col} + \mathrm{softmax}_{row})(\beta Z^{h\top}Z^h)"),
     energy=hyperset_attention_energy, update=hyperset_attention_update, sample=_sample_hyperset,
     note=_HYPERSET_NOTE,
 ))
 register(AttentionForm(
-    name="sigmoid_attention", paper="hu2025hyperset", kind="gradient",
+    name="sigmoid_attention", multi_head=True, paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E = \tfrac{1}{2\beta}\sum_h\sum_{ij}\sigma(\beta z_i^{h\top} z_j^h)",
                       r"-\sum_h W_h Z^h\,\sigma'(\beta Z^{h\top}Z^h)"),
     energy=sigmoid_attention_energy, update=sigmoid_attention_update, sample=_sample_hyperset,
     note=_HYPERSET_NOTE,
 ))
 register(AttentionForm(
-    name="kernel_linear_attention", paper="hu2025hyperset", kind="gradient",
+    name="kernel_linear_attention", multi_head=True, paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E = \tfrac{\beta}{4}\sum_h\sum_{ij}(\Phi(z_i^h)^\top\Phi(z_j^h))^2",
                       r"-\sum_h W_h\,\Phi'(Z^h)\odot\beta\,\Phi(Z^h)\Phi(Z^h)^\top\Phi(Z^h)"),
     energy=kernel_linear_attention_energy, update=kernel_linear_attention_update, sample=_sample_hyperset,

@@ -16,13 +16,8 @@ from energylab.forms.free_energy import dot_product_weights
 __all__ = ["local_energies", "local_attention_update"]
 
 
-def local_energies(x: torch.Tensor, context: torch.Tensor, J: torch.Tensor, lam) -> torch.Tensor:
-    """e_i = −(1/λ) log Σ_{j≠i} exp(λ x_iᵀ J_ij x_j) (D'Amico & Negri, eq. 4, with the scale λ of their code).
-
-    x: (..., N, d) the tokens x_i whose energies these are; context: (..., N, d) the tokens x_j they see
-    (pass ``x.detach()`` to differentiate each e_i in its own token only, as the paper does);
-    J: (N, N, d, d) position-dependent couplings (J_ii is ignored)  ->  (..., N). Needs N ≥ 2 tokens.
-    """
+def _check_local(x, context, J, lam):
+    """Validate tokens x (..., N ≥ 2, d), a context of the same shape, J (N, N, d, d) and lam > 0; returns lam."""
     check_tensor("x", x)
     check_count("x", x, -2, minimum=2, why="each e_i is a softmax over the other tokens j ≠ i")
     check_tensor("context", context)
@@ -33,6 +28,18 @@ def local_energies(x: torch.Tensor, context: torch.Tensor, J: torch.Tensor, lam)
     n, d = x.shape[-2:]
     if J.shape != (n, n, d, d):
         raise ValueError(f"J must have shape ({n}, {n}, {d}, {d}), got {tuple(J.shape)}")
+    return lam
+
+
+def local_energies(x: torch.Tensor, context: torch.Tensor, J: torch.Tensor, lam) -> torch.Tensor:
+    """e_i = −(1/λ) log Σ_{j≠i} exp(λ x_iᵀ J_ij x_j) (D'Amico & Negri, eq. 4, with the scale λ of their code).
+
+    x: (..., N, d) the tokens x_i whose energies these are; context: (..., N, d) the tokens x_j they see
+    (pass ``x.detach()`` to differentiate each e_i in its own token only, as the paper does);
+    J: (N, N, d, d) position-dependent couplings (J_ii is ignored)  ->  (..., N). Needs N ≥ 2 tokens.
+    """
+    lam = _check_local(x, context, J, lam)
+    n = x.shape[-2]
     logits = lam * torch.einsum("...ia,ijab,...jb->...ij", x, J, context)  # λ x_iᵀ J_ij x_j
     off_diag = ~torch.eye(n, dtype=torch.bool, device=x.device)
     return -torch.logsumexp(logits.masked_fill(~off_diag, float("-inf")), dim=-1) / lam
@@ -45,8 +52,7 @@ def local_attention_update(x: torch.Tensor, J: torch.Tensor, lam, context: torch
     (the default) this is self-attention with value map J_ij. x, context: (..., N, d), J: (N, N, d, d).
     """
     context = x if context is None else context
-    local_energies(x, context, J, lam)  # validates x (N ≥ 2), context, J, lam
-    lam = check_positive("lam", lam)
+    lam = _check_local(x, context, J, lam)
     n = x.shape[-2]
     # (J_ij c_j)_a is shared by the logits and the output: form it once, (..., N, N, d). Two-operand einsums
     # also avoid the slow contraction order torch picks for the three-operand version (~10x here).
@@ -58,6 +64,7 @@ def local_attention_update(x: torch.Tensor, J: torch.Tensor, lam, context: torch
 
 
 def _sample_local(n_tokens, dim, generator=None, dtype=torch.float64):
+    """x (N, d) on the unit sphere, {"J": (N, N, d, d) Gaussian / d, "lam": 2, "context": a copy of x}."""
     x = unit_rows(generator, dtype, n_tokens, dim)
     J = randn(generator, dtype, n_tokens, n_tokens, dim, dim) / dim
     return x, {"J": J, "lam": 2.0, "context": x.clone()}

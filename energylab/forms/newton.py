@@ -158,7 +158,7 @@ register(AttentionForm(
     note="First Taylor term of the inverse Hessian: error O(‖C/T‖²) against Att2nd.",
 ))
 register(AttentionForm(
-    name="mha2nd", paper="energyprinciple2025", kind="newton",
+    name="mha2nd", multi_head=True, paper="energyprinciple2025", kind="newton",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\sum_h W_{1,h}^\top G_h^{-1} C_h^{-1} G_h (q_h - \bar k_h)"),
     energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),
@@ -167,7 +167,8 @@ register(AttentionForm(
     "are orthogonal (sampled so here), otherwise the paper's approximation of it.",
 ))
 register(AttentionForm(
-    name="mha2nd1st", paper="energyprinciple2025", kind="approx", reference="mha2nd", order=2, shrink=_scale_tokens,
+    name="mha2nd1st", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd", order=2,
+    shrink=_scale_tokens,
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\sum_h W_{1,h}^\top\big[(q_h - \bar k_h) + b_h\big]"),
     energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),

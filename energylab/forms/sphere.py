@@ -60,11 +60,8 @@ def _check_head_maps(x, Q, K) -> None:
         raise ValueError(f"K must have the shape of Q {tuple(Q.shape)}, got {tuple(K.shape)}")
 
 
-def symmetric_attention_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
-    """E = −(1/(2β)) Σ_ij exp(β x_iᵀ A x_j) with A = Aᵀ (Tomihari & Karakida, Prop. 4.1, symmetric case).
-
-    x: (..., N, d), A: (d, d) symmetric  ->  (...). Where exp(β x_iᵀA x_j) overflows a ValueError names beta.
-    """
+def _check_symmetric(x, A, beta):
+    """Validate tokens x (..., N ≥ 1, d), a symmetric A (d, d) and beta > 0; returns beta."""
     check_tensor("x", x)
     check_count("x", x, -2)
     check_tensor("A", A, ndim=2)
@@ -74,6 +71,15 @@ def symmetric_attention_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.
         raise ValueError(f"A must have shape ({d}, {d}), got {tuple(A.shape)}")
     if not torch.allclose(A, A.T):
         raise ValueError("A must be symmetric (W_V = A = Aᵀ is the symmetric case)")
+    return beta
+
+
+def symmetric_attention_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
+    """E = −(1/(2β)) Σ_ij exp(β x_iᵀ A x_j) with A = Aᵀ (Tomihari & Karakida, Prop. 4.1, symmetric case).
+
+    x: (..., N, d), A: (d, d) symmetric  ->  (...). Where exp(β x_iᵀA x_j) overflows a ValueError names beta.
+    """
+    beta = _check_symmetric(x, A, beta)
     scores = torch.einsum("...ia,ab,...jb->...ij", x, A, x)
     energy = -torch.exp(beta * scores).sum((-1, -2)) / (2 * beta)
     check_overflow("beta", beta, energy, "exp(beta x_iᵀA x_j)")
@@ -106,8 +112,7 @@ def symmetric_attention_update(x: torch.Tensor, A: torch.Tensor, beta) -> torch.
     attention divides token i by Z_i > 0: a descent direction too, but not this gradient. x: (..., N, d), non-zero
     rows (ValueError naming x); where exp(β x_iᵀA x_j) overflows the dtype a ValueError names beta.
     """
-    symmetric_attention_energy(x, A, beta)  # validates x, A (symmetric), beta, and the overflow of exp
-    beta = check_positive("beta", beta)
+    beta = _check_symmetric(x, A, beta)
     kernel = torch.exp(beta * torch.einsum("...ia,ab,...jb->...ij", x, A, x))
     y = kernel @ x @ A
     check_overflow("beta", beta, y, "exp(beta x_iᵀA x_j)")
@@ -116,10 +121,12 @@ def symmetric_attention_update(x: torch.Tensor, A: torch.Tensor, beta) -> torch.
 
 # ----------------------------------------------------------------------------- samplers
 def _sample_tokens_on_sphere(n_tokens, dim, generator=None, dtype=torch.float64):
+    """x (N, d) on the unit sphere, {"beta" in [0.5, 1.5)}."""
     return unit_rows(generator, dtype, n_tokens, dim), {"beta": 0.5 + float(torch.rand((), generator=generator))}
 
 
 def _sample_symmetric(n_tokens, dim, generator=None, dtype=torch.float64):
+    """x (N, d) on the unit sphere, {"beta", "A": (d, d) symmetric Gaussian / √d}."""
     x, params = _sample_tokens_on_sphere(n_tokens, dim, generator, dtype)
     B = randn(generator, dtype, dim, dim) / math.sqrt(dim)
     return x, {**params, "A": (B + B.T) / 2}
