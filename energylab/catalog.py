@@ -12,8 +12,10 @@
 The forms themselves live in :mod:`energylab.forms`, one module per family, and register themselves when that
 package is imported. This module never imports them (the families import this one: no cycle). What fills the
 registry is ``energylab/__init__.py``: ``from energylab import catalog`` (or ``energylab.catalog``) imports
-:mod:`energylab.forms` first and then returns this module, so ``catalog.FORMS`` holds every form. A bare
-``import energylab.catalog`` gives the registry empty until ``energylab.forms`` is imported.
+:mod:`energylab.forms` first and then returns this module, so ``catalog.FORMS`` holds every form; so does importing
+anything from ``energylab.forms`` (its ``__init__`` imports every family). A program whose first import of this
+module is direct (``from energylab.catalog import verify``) and that touches no form sees an empty registry until
+it imports ``energylab.forms``; ``verify`` says so.
 """
 from __future__ import annotations
 
@@ -119,6 +121,9 @@ def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
     approx kind: |fitted order − stated order| / stated order (see the module docstring).
     n_tokens ≥ ``FORMS[name].min_tokens`` and dim ≥ 1 (an empty instance has nothing to compare: ValueError).
     """
+    if not FORMS:
+        raise ValueError("the registry is empty: import energylab.forms (or use `from energylab import catalog`), "
+                         "whose family modules register the forms")
     if name not in FORMS:
         raise ValueError(f"name must be one of {sorted(FORMS)}, got {name!r}")
     form = FORMS[name]

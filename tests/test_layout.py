@@ -102,3 +102,15 @@ def test_no_private_name_is_imported_across_modules():
             if isinstance(node, ast.ImportFrom):
                 private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]
                 assert not private, f"{module} imports {private} from {node.module}"
+
+
+def test_from_energylab_import_catalog_gives_every_form():
+    """In a fresh interpreter: ``from energylab import catalog`` registers every family, ``energylab.portable``
+    stays torch-free."""
+    import subprocess
+    import sys
+
+    code = ("import sys, energylab.portable; assert 'torch' not in sys.modules; "
+            "from energylab import catalog; print(len(catalog.FORMS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert int(out.stdout) >= 19

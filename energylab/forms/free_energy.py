@@ -288,8 +288,10 @@ def sample_free_tokens(n_tokens, dim, generator=None, dtype=torch.float64, token
 
 
 def sample_heads(n_tokens, dim, generator=None, dtype=torch.float64, orthogonal: bool = False):
-    """z (3, d), {"H": (N, d), "W1", "W2": (H, d_h, d), "T"}, H = heads_for(dim); orthogonal: the rows of all W_{1,h}
-    form a rotation."""
+    """z (3, d), {"H": (N, d), "W1", "W2": (H, d_h, d), "T"} with H = heads_for(dim) heads.
+
+    orthogonal: the rows of all W_{1,h} together form a rotation (where MHA2nd is exact Newton).
+    """
     heads = heads_for(dim)
     if orthogonal:
         W1 = torch.linalg.qr(randn(generator, dtype, dim, dim))[0]
