@@ -68,7 +68,7 @@ class _QKVAttention(nn.Module):
         dim, heads = _check_sizes(dim, heads)
         self.dim, self.heads, self.causal = dim, heads, bool(causal)
         self.qkv = nn.Linear(dim, 3 * dim, bias=False)  # [W_Q; W_K; W_V]
-        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}]
+        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}] (d, H·d_h): W_Oᵀ is (H, d_h, d)
 
     def _qkv(self, x):
         _check_input(x, self.dim)
@@ -129,7 +129,7 @@ class MHA2nd1st(nn.Module):
         d_h = dim // heads
         self.query = nn.Linear(dim, dim, bias=False)  # rows h·d_h..(h+1)·d_h are W_{Q,h}
         self.key = nn.Linear(dim, dim, bias=False)  # W_{K,h} likewise
-        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}]
+        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}] (d, H·d_h): W_Oᵀ is (H, d_h, d)
         self.log_temperature = nn.Parameter(torch.full((heads,), math.log(d_h)))  # log T_h
         self.log_temperature_b = nn.Parameter(torch.full((heads,), math.log(d_h)))  # log T'_h
 
