@@ -1,7 +1,8 @@
 """energylab: attention mechanisms derived from energy functions.
 
 The library behind the book. Dependencies point one way:
-energies -> operators -> catalog / modules -> models -> experiments; viz and train serve notebooks.
+catalog <- forms (one module per family) -> modules -> models -> experiments; sphere and flows are tools of the
+forms, models and notebooks; viz and train serve notebooks.
 
     >>> from energylab import catalog
     >>> catalog.verify("softmax_free_energy") < 1e-10
@@ -9,17 +10,20 @@ energies -> operators -> catalog / modules -> models -> experiments; viz and tra
 
 Every submodule is imported on first attribute access, so ``import energylab.portable`` (the environment pins,
 which must be set before torch loads) imports no torch, and ``viz``/``experiments`` pull in plotly and the
-training engine only when used.
+training engine only when used. ``catalog`` is the one exception to a plain import: it first imports ``forms``,
+whose family modules register every form into it (see :mod:`energylab.catalog`).
 """
 import importlib
 
-_SUBMODULES = {"catalog", "energies", "hyperspherical", "modules", "operators", "portable", "atlas", "descent",
-               "sphere", "train", "batches", "ensemble", "experiments", "dynamics", "tasks", "models", "viz", "bench"}
+_SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
+               "ensemble", "experiments", "tasks", "models", "viz", "bench"}
 _FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
 
 
 def __getattr__(name):
     if name in _SUBMODULES:
+        if name == "catalog":  # the registry is complete once every family module has registered its forms
+            importlib.import_module("energylab.forms")
         return importlib.import_module(f"energylab.{name}")
     if name in _FROM_SETUP:
         return getattr(importlib.import_module("energylab._setup"), name)

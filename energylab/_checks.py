@@ -26,8 +26,9 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> tor
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if x.dim() not in allowed:
             raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dims, got shape {tuple(x.shape)}")
-    # under torch.func transforms (vmap over a seed ensemble) a value test would be data-dependent control flow
-    if not _functorch_active() and not torch.isfinite(x).all():
+    # under torch.func transforms (vmap over a seed ensemble) and torch.compile a value test would be
+    # data-dependent control flow: skipped there, like every check on tensor contents
+    if not value_checks_off() and not torch.isfinite(x).all():
         raise ValueError(f"{name} contains NaN or inf")
     return x
 
@@ -37,7 +38,8 @@ def _functorch_active() -> bool:
     return bool(active and active())
 
 
-def _value_checks_off() -> bool:
+def value_checks_off() -> bool:
+    """True under torch.func transforms and torch.compile, where checks on tensor contents are skipped."""
     return _functorch_active() or torch.compiler.is_compiling()
 
 
@@ -65,7 +67,7 @@ def check_positive(name: str, value, allow_zero: bool = False, scalar: bool = Fa
         if scalar or value.dtype == torch.bool or value.is_complex():
             raise TypeError(f"{name} must be a real number, got a tensor of shape {tuple(value.shape)} "
                             f"and dtype {value.dtype}")
-        if _value_checks_off():
+        if value_checks_off():
             return value
         positive = (value >= 0) if allow_zero else (value > 0)
         if not (torch.isfinite(value).all() and positive.all()):
@@ -101,7 +103,7 @@ def check_count(name: str, x: torch.Tensor, axis: int, minimum: int = 1, what: s
 def check_nonzero_rows(name: str, x: torch.Tensor, norms: torch.Tensor | None = None,
                        why: str = "a zero vector has no direction on the sphere") -> None:
     """Require every row x[..., i, :] to be non-zero (``norms``: the row norms, if already computed)."""
-    if _value_checks_off():
+    if value_checks_off():
         return
     norms = x.norm(dim=-1) if norms is None else norms
     zero = (norms == 0).reshape(x.shape[:-1])
@@ -115,7 +117,7 @@ def check_overflow(name: str, value, result: torch.Tensor, what: str) -> None:
 
     ``what`` is the exponential, e.g. "exp(beta⟨x_i, x_j⟩)"; the message states the dtype's safe range.
     """
-    if _value_checks_off() or torch.isfinite(result).all():
+    if value_checks_off() or torch.isfinite(result).all():
         return
     shown = f"{float(value):g}" if isinstance(value, (int, float)) else repr(value)
     limit = math.log(torch.finfo(result.dtype).max)

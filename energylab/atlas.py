@@ -5,9 +5,10 @@ chapter of the book cannot drift from the library: a new form shows up in the ta
 
 - :func:`form_rows` — one dict per form: name, paper, kind, LaTeX of energy and update, note, and the error of
   ``catalog.verify`` (float64): a relative error for gradient/newton forms, the relative error of the fitted
-  *order* for approx forms.
+  *order* for approx forms. Forms are verified at dimension :data:`DIM`, multi-head forms at
+  :data:`MULTI_HEAD_DIM`, where their samplers draw several heads (:func:`energylab.forms.heads_for`).
 - :func:`descent_check` — energy before and after one small step ``x + η·update`` (the projected step
-  ``operators.sphere_step`` for on-sphere forms), with the first-order prediction η⟨∇E, update⟩.
+  :func:`energylab.sphere.sphere_step` for on-sphere forms), with the first-order prediction η⟨∇E, update⟩.
 - :func:`layer_rows` — which ``nn.Module`` of :mod:`energylab.modules` implements which form, with its number
   of parameters.
 - :func:`markdown_table` — a GitHub/MyST markdown table whose LaTeX cells render with MathJax (no ``|`` inside).
@@ -22,13 +23,17 @@ import re
 import torch
 
 from energylab import catalog, modules
-from energylab import operators as op
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
+from energylab.sphere import sphere_step, tangent_projection
 
-__all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
+__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "verify_dim",
+           "descent_check", "layer_rows",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown"]
+
+DIM = 5  # the dimension at which the Atlas verifies single-head forms (a prime: no axis can hide)
+MULTI_HEAD_DIM = 6  # multi-head forms: heads_for(6) = 2 heads of width d_h = 3
 
 # Families of the Atlas chapter: title -> the bibtex keys of the papers whose forms it gathers.
 FAMILIES: dict[str, tuple[str, ...]] = {
@@ -86,7 +91,8 @@ def form_rows(names=None, trials: int = 3, seed: int = 0) -> list[dict]:
     """One row per form (all of FORMS by default), in registration order, with ``catalog.verify``'s error.
 
     Each form gets its own generator seeded with ``seed``, so a row does not depend on which rows come before.
-    Keys: name, paper, family, kind, energy, update (LaTeX), note, error, error_kind ("relative" | "order").
+    Keys: name, paper, family, kind, energy, update (LaTeX), note, dim (:func:`verify_dim`), error, error_kind
+    ("relative" | "order").
     """
     names = list(catalog.FORMS) if names is None else list(names)
     rows = []
@@ -95,21 +101,29 @@ def form_rows(names=None, trials: int = 3, seed: int = 0) -> list[dict]:
         rows.append({
             "name": name, "paper": form.paper, "family": family_of(name), "kind": form.kind,
             "energy": form.equation.energy, "update": form.equation.update, "note": form.note,
-            "error": catalog.verify(name, trials=trials, generator=_generator(seed)),
+            "dim": verify_dim(name),
+            "error": catalog.verify(name, trials=trials, generator=_generator(seed), dim=verify_dim(name)),
             "error_kind": "order" if form.kind == "approx" else "relative",
         })
     return rows
 
 
-def descent_check(name: str, eta: float = 1e-2, seed: int = 0, n_tokens: int = 7, dim: int = 5) -> dict:
+def verify_dim(name: str) -> int:
+    """The dimension the Atlas samples the form at: :data:`MULTI_HEAD_DIM` for multi-head forms, else :data:`DIM`."""
+    return MULTI_HEAD_DIM if _form(name).multi_head else DIM
+
+
+def descent_check(name: str, eta: float = 1e-2, seed: int = 0, n_tokens: int = 7, dim: int | None = None) -> dict:
     """Energy before and after one step of size ``eta`` along the form's update, on a sampled float64 instance.
 
-    Off the sphere the step is x + η u; on-sphere forms take ``operators.sphere_step`` (tangent step, then back
+    dim defaults to :func:`verify_dim`. Off the sphere the step is x + η u; on-sphere forms take
+    :func:`energylab.sphere.sphere_step` (tangent step, then back
     onto each token's sphere). Returns floats: before, after, change = after − before, and predicted = η⟨∇E, u⟩
     (for on-sphere forms ⟨∇E, P_x u⟩), the first-order change, which is < 0 for a descent direction.
     """
     form = _form(name)
     check_positive("eta", eta)
+    dim = verify_dim(name) if dim is None else dim
     x, params = form.sample(n_tokens, dim, generator=_generator(seed), dtype=torch.float64)
     x = x.detach().clone().requires_grad_(True)
     energy = form.energy(x, **params)
@@ -117,8 +131,8 @@ def descent_check(name: str, eta: float = 1e-2, seed: int = 0, n_tokens: int = 7
     x, before = x.detach(), float(energy.detach())
     u = form.update(x, **params)
     if form.on_sphere:
-        u = op.tangent_projection(x, u)
-        x_new = op.sphere_step(x, u, eta)
+        u = tangent_projection(x, u)
+        x_new = sphere_step(x, u, eta)
     else:
         x_new = x + eta * u
     after = float(form.energy(x_new, **params))

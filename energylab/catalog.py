@@ -8,6 +8,14 @@
 - ``kind == "approx"``:   update approximates the exact form ``reference`` with an error of order ``order`` in a
   correction size s; ``verify`` shrinks s geometrically (``shrink(params, s)``), fits the log-log slope of the
   relative error and returns |slope − order| / order (a relative error of the *order*).
+
+The forms themselves live in :mod:`energylab.forms`, one module per family, and register themselves when that
+package is imported. This module never imports them (the families import this one: no cycle). What fills the
+registry is ``energylab/__init__.py``: ``from energylab import catalog`` (or ``energylab.catalog``) imports
+:mod:`energylab.forms` first and then returns this module, so ``catalog.FORMS`` holds every form; so does importing
+anything from ``energylab.forms`` (its ``__init__`` imports every family). A program whose first import of this
+module is direct (``from energylab.catalog import verify``) and that touches no form sees an empty registry until
+it imports ``energylab.forms``; ``verify`` says so.
 """
 from __future__ import annotations
 
@@ -16,8 +24,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from energylab import operators as op
 from energylab._checks import check_int
+from energylab.sphere import tangent_projection
 
 __all__ = ["Equation", "AttentionForm", "FORMS", "register", "verify", "reference_update", "approx_slope"]
 
@@ -46,6 +54,7 @@ class AttentionForm:
     order: int | None = None  # approx only: error = O(s^order) in the correction size s
     shrink: Callable[[dict, float], dict] | None = None  # approx only: params with the correction scaled by s
     min_tokens: int = 1  # the fewest tokens an instance may have (local attention needs another token to see)
+    multi_head: bool = False  # the sampler draws heads_for(dim) heads: verify at a composite dim to test several
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -79,7 +88,7 @@ def reference_update(form: AttentionForm, x: torch.Tensor, params: dict) -> torc
     if form.kind == "gradient":
         g, _ = _flat_grad_hessian(form.energy, x, params, hessian=False)
         if form.on_sphere:
-            g = op.tangent_projection(x, g)
+            g = tangent_projection(x, g)
         return -g
     if form.kind == "newton":
         g, h = _flat_grad_hessian(form.energy, x, params, hessian=True)
@@ -112,6 +121,9 @@ def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
     approx kind: |fitted order − stated order| / stated order (see the module docstring).
     n_tokens ≥ ``FORMS[name].min_tokens`` and dim ≥ 1 (an empty instance has nothing to compare: ValueError).
     """
+    if not FORMS:
+        raise ValueError("the registry is empty: import energylab.forms (or use `from energylab import catalog`), "
+                         "whose family modules register the forms")
     if name not in FORMS:
         raise ValueError(f"name must be one of {sorted(FORMS)}, got {name!r}")
     form = FORMS[name]
@@ -128,7 +140,3 @@ def verify(name: str, trials: int = 3, generator: torch.Generator | None = None,
         worst = max(worst, err)
     return worst
 
-
-# The forms register themselves on import (kept in their own module to keep this one short).
-from energylab import catalog_forms as _catalog_forms  # noqa: E402,F401
-from energylab.catalog_forms import sample_sphere_tokens  # noqa: E402,F401

@@ -20,9 +20,9 @@ from typing import Callable
 
 import torch
 
-from energylab import energies as en
-from energylab import operators as op
 from energylab._checks import check_divides, check_int, check_positive, check_tensor
+from energylab.forms.free_energy import attention_step, softmax_free_energy
+from energylab.sphere import sphere_step
 
 __all__ = ["Descent", "descend", "multihead_sphere_instance", "multihead_attention", "per_sample_free_energy",
            "cluster_task", "AlternatingConfig", "AlternatingHistory", "alternating_optimisation"]
@@ -60,7 +60,7 @@ def descend(update: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[to
             if k == steps:
                 break
             u = update(x)
-            x = op.sphere_step(x, u, eta) if sphere else x + eta * u
+            x = sphere_step(x, u, eta) if sphere else x + eta * u
     return Descent(torch.stack(states), torch.stack(values))
 
 
@@ -100,7 +100,7 @@ def multihead_attention(z: torch.Tensor, H: torch.Tensor, W_QK: torch.Tensor, W_
         raise ValueError(f"W_OV must have the shape of W_QK {tuple(W_QK.shape)}, got {tuple(W_OV.shape)}")
     out = z
     for qk, ov in zip(W_QK, W_OV):
-        out = out + (op.attention_step(z, H, qk, ov, T) - z)
+        out = out + (attention_step(z, H, qk, ov, T) - z)
     return out
 
 
@@ -130,7 +130,7 @@ def per_sample_free_energy(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T)
     The library's :func:`~energylab.energies.softmax_free_energy`, vectorised over samples with ``torch.vmap``.
     """
     check_tensor("H", H, ndim=3)
-    return torch.vmap(en.softmax_free_energy, in_dims=(0, 0, None, None))(z, H, W, T)
+    return torch.vmap(softmax_free_energy, in_dims=(0, 0, None, None))(z, H, W, T)
 
 
 @dataclass

@@ -3,8 +3,18 @@
 Every layer maps x (B, N, d) -> (B, N, d) and returns the attention (or feedforward) *update* WITHOUT the
 residual: the model adds x (and any step size) itself. Layers are device- and dtype-agnostic (float32,
 bfloat16, float64); the causal flag masks future tokens (True where attention is allowed: j ≤ i).
-Heads: H, d_h = d / H. Each layer's test checks it against its operator in :mod:`energylab.operators` /
-:mod:`energylab.hyperspherical` on small float64 inputs.
+Heads: H, d_h = d / H; multi-head weights are (H, d_h, d) (book/notation.md): the rows h·d_h, ..., (h+1)·d_h − 1
+of an ``nn.Linear`` weight (d, d) are head h's map. Each layer's test checks it against its operator in
+:mod:`energylab.forms` on small float64 inputs.
+
+Fast kernels. A layer calls the checked public operator of its family whenever that costs nothing (the Hyper-SET
+attention and feedforward layers call the operators of :mod:`energylab.forms.hyperspherical` directly: their
+checks are O(N d) against O(N² d) of work, and checks on tensor contents switch off under torch.compile and
+torch.func). Where the layer needs a fused or blocked computation that no checked operator offers, the family
+exposes it as a public kernel documented as unchecked, beside its checked counterpart:
+:func:`energylab.forms.expressive.expressive_attention_values` (EA) and
+:func:`energylab.forms.newton.newton_first_order_direction` / :func:`~energylab.forms.newton.ridge_inverse`
+(MHA2nd1st). No layer imports a private name of another module.
 """
 from __future__ import annotations
 
@@ -14,16 +24,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab import hyperspherical as hs
 from energylab._checks import check_count, check_dim, check_divides, check_int, check_positive, check_tensor
-from energylab.kernels import (
-    _mask_rows,
-    expressive_attention_values,
-    newton_first_order_direction,
-    ridge_inverse,
-    row_blocks,
-)
-from energylab.operators import _dot_product_weights
+from energylab.forms import hyperspherical as hs
+from energylab.forms._common import mask_rows, merge_heads, row_blocks, split_heads
+from energylab.forms.expressive import expressive_attention_values
+from energylab.forms.newton import newton_first_order_direction, ridge_inverse
 
 __all__ = [
     "MultiHeadAttention",
@@ -39,9 +44,7 @@ __all__ = [
 
 
 def _check_input(x, dim: int) -> None:
-    """x must be (B, N ≥ 1, dim); finiteness is checked eagerly only (a data-dependent raise breaks torch.compile)."""
-    if torch.compiler.is_compiling():
-        return
+    """x must be (B, N ≥ 1, dim); finiteness is checked eagerly only (check_tensor skips it under torch.compile)."""
     check_tensor("x", x, ndim=3)
     check_count("x", x, 1)
     check_dim("x", x.shape[-1], dim)
@@ -57,14 +60,6 @@ def _causal_mask(n: int, device) -> torch.Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()  # (N, N): True where j ≤ i
 
 
-def _split_heads(t: torch.Tensor, heads: int) -> torch.Tensor:
-    return t.unflatten(-1, (heads, -1)).transpose(1, 2)  # (B, N, d) -> (B, H, N, d_h)
-
-
-def _merge_heads(t: torch.Tensor) -> torch.Tensor:
-    return t.transpose(1, 2).flatten(-2)  # (B, H, N, d_h) -> (B, N, d)
-
-
 class _QKVAttention(nn.Module):
     """Shared projections of the standard layers: W_Q, W_K, W_V, W_O (no bias, as in paper 000 eq. 11)."""
 
@@ -73,12 +68,12 @@ class _QKVAttention(nn.Module):
         dim, heads = _check_sizes(dim, heads)
         self.dim, self.heads, self.causal = dim, heads, bool(causal)
         self.qkv = nn.Linear(dim, 3 * dim, bias=False)  # [W_Q; W_K; W_V]
-        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}]
+        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}] (d, H·d_h): W_Oᵀ is (H, d_h, d)
 
     def _qkv(self, x):
         _check_input(x, self.dim)
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # each (B, N, d)
-        return _split_heads(q, self.heads), _split_heads(k, self.heads), _split_heads(v, self.heads)
+        return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
 
 
 class MultiHeadAttention(_QKVAttention):
@@ -94,7 +89,7 @@ class MultiHeadAttention(_QKVAttention):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
         y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
-        return self.out(_merge_heads(y))
+        return self.out(merge_heads(y))
 
 
 class ExpressiveAttention(_QKVAttention):
@@ -112,7 +107,7 @@ class ExpressiveAttention(_QKVAttention):
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         y = expressive_attention_values(q * self.scale, k, v, mask)  # (B, H, N, d_h), scores (B, H, N, N) inside
-        return self.out(_merge_heads(y))
+        return self.out(merge_heads(y))
 
 
 class MHA2nd1st(nn.Module):
@@ -134,14 +129,14 @@ class MHA2nd1st(nn.Module):
         d_h = dim // heads
         self.query = nn.Linear(dim, dim, bias=False)  # rows h·d_h..(h+1)·d_h are W_{Q,h}
         self.key = nn.Linear(dim, dim, bias=False)  # W_{K,h} likewise
-        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}]
+        self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}] (d, H·d_h): W_Oᵀ is (H, d_h, d)
         self.log_temperature = nn.Parameter(torch.full((heads,), math.log(d_h)))  # log T_h
         self.log_temperature_b = nn.Parameter(torch.full((heads,), math.log(d_h)))  # log T'_h
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(x, self.dim)
-        q = _split_heads(self.query(x), self.heads)  # (B, H, N, d_h)
-        k = _split_heads(self.key(x), self.heads)
+        q = split_heads(self.query(x), self.heads)  # (B, H, N, d_h)
+        k = split_heads(self.key(x), self.heads)
         T = self.log_temperature.exp().to(x.dtype).view(-1, 1, 1)  # (H, 1, 1)
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
@@ -151,21 +146,20 @@ class MHA2nd1st(nn.Module):
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
         blocks = []
         for rows in row_blocks(q.shape[-2], k.shape[-2], q.shape[0] * q.shape[1]):  # cache-sized query blocks
-            weights = _dot_product_weights(q[..., rows, :] @ k_t / T, _mask_rows(mask, rows))  # (B, H, n, N)
+            logits = q[..., rows, :] @ k_t / T  # (B, H, n, N): q_hᵀk_{j,h} / T_h
+            block_mask = mask_rows(mask, rows)
+            if block_mask is not None:
+                logits = logits.masked_fill(~block_mask, float("-inf"))  # causal: no row is fully masked
+            weights = torch.softmax(logits, dim=-1)  # p_{j,h}
             blocks.append(newton_first_order_direction(q[..., rows, :], k, weights, G, T_b, self.ridge, G_inv))
         direction = torch.cat(blocks, dim=-2)  # (B, H, N, d_h)
-        return self.out(_merge_heads(direction))
+        return self.out(merge_heads(direction))
 
 
 class _HypersphericalAttention(nn.Module):
-    """One matrix W (d, d) plays query, key and value (paper 004); the layer returns −∇E at RMS-normalised
-    projections. The symmetric energies couple every pair of tokens both ways, so their gradient sends
-    information backwards in time: there is no causal version (causal=True raises).
-    Args: dim, heads, causal (must be False), beta (None: 1/√d_h), rms (normalise z onto the √d_h sphere),
-    eps (RMSNorm epsilon). Parameters: d².
-    """
-
-    update = None  # the operator of :mod:`energylab.hyperspherical`
+    """One weight W (H, d_h, d) plays query, key and value (paper 004); forward returns −∇E at RMS-normalised
+    projections through its operator of :mod:`energylab.forms.hyperspherical`. No causal version: the symmetric
+    energies couple every pair of tokens both ways (causal=True raises)."""
 
     def __init__(self, dim: int, heads: int, causal: bool = False, beta: float | None = None,
                  rms: bool = True, eps: float = 1e-6):
@@ -176,39 +170,49 @@ class _HypersphericalAttention(nn.Module):
         eps = check_positive("eps", eps, allow_zero=True, scalar=True)
         self.dim, self.heads, self.rms, self.eps = dim, heads, bool(rms), eps
         self.beta = 1 / math.sqrt(dim // heads) if beta is None else check_positive("beta", beta, scalar=True)
-        self.weight = nn.Parameter(torch.randn(dim, dim) / math.sqrt(dim))  # W = [W_1 ... W_H], (d, H·d_h)
+        self.weight = nn.Parameter(torch.randn(heads, dim // heads, dim) / math.sqrt(dim))  # W: (H, d_h, d)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(x, self.dim)
-        return type(self).update(x, self.weight, self.heads, self.beta, self.rms, self.eps, validate=False)
+        return self._update(x, self.weight, self.beta, self.rms, self.eps)
 
 
 class BiSoftmaxAttention(_HypersphericalAttention):
-    __doc__ = ("Hyper-SET's symmetric bi-softmax attention −Σ_h W_h Zʰ(softmax_col + softmax_row)(β ZʰᵀZʰ) "
-               "(paper 004, eq. 9).\n\n    " + _HypersphericalAttention.__doc__)
-    update = staticmethod(hs.hyperset_attention_update)
+    """Hyper-SET's symmetric bi-softmax attention −Σ_h W_h Zʰ(softmax_col + softmax_row)(β ZʰᵀZʰ) (paper 004, eq. 9).
+
+    Args: dim, heads, causal (must be False: the gradient of a symmetric energy uses future tokens), beta (None:
+    1/√d_h), rms (evaluate at z normalised onto the √d_h sphere), eps (RMSNorm epsilon).
+    One W (H, d_h, d) plays query, key and value. Parameters: d².
+    """
+
+    _update = staticmethod(hs.hyperset_attention_update)
 
 
 class SigmoidAttention(_HypersphericalAttention):
-    __doc__ = ("Sigmoid attention −Σ_h W_h Zʰ σ'(β ZʰᵀZʰ) (paper 004, Table 18).\n\n    "
-               + _HypersphericalAttention.__doc__)
-    update = staticmethod(hs.sigmoid_attention_update)
+    """Sigmoid attention −Σ_h W_h Zʰ σ'(β ZʰᵀZʰ) (paper 004, Table 18).
+
+    Args: dim, heads, causal (must be False: the gradient of a symmetric energy uses future tokens), beta (None:
+    1/√d_h), rms (evaluate at z normalised onto the √d_h sphere), eps (RMSNorm epsilon).
+    One W (H, d_h, d) plays query, key and value. Parameters: d².
+    """
+
+    _update = staticmethod(hs.sigmoid_attention_update)
 
 
 class KernelLinearAttention(_HypersphericalAttention):
-    __doc__ = ("Kernel linear attention −Σ_h W_h Φ'(Zʰ) ⊙ βΦ(Zʰ)Φ(Zʰ)ᵀΦ(Zʰ), Φ = σ, cost O(N d_h d) "
-               "(paper 004, Table 18).\n\n    " + _HypersphericalAttention.__doc__)
-    update = staticmethod(hs.kernel_linear_attention_update)
+    """Kernel linear attention −Σ_h W_h Φ'(Zʰ) ⊙ βΦ(Zʰ)Φ(Zʰ)ᵀΦ(Zʰ), Φ = σ, cost O(N d_h d) (paper 004, Table 18).
+
+    Args: dim, heads, causal (must be False: the gradient of a symmetric energy uses future tokens), beta (None:
+    1/√d_h), rms (evaluate at z normalised onto the √d_h sphere), eps (RMSNorm epsilon).
+    One W (H, d_h, d) plays query, key and value. Parameters: d².
+    """
+
+    _update = staticmethod(hs.kernel_linear_attention_update)
 
 
 class _EnergyFeedforward(nn.Module):
-    """A feedforward layer = −∇ of an alignment energy with dictionary D (d, M) (paper 004, eq. 11 / Table 19).
-
-    Args: dim d, hidden M (None: 4d, the paper's MLP ratio), rms (RMS-normalise Dᵀx onto the √M sphere),
-    eps. Parameters: d·M (D is used twice, tied).
-    """
-
-    update = None
+    """A feedforward layer = −∇ of an alignment energy with dictionary D (d, M), through its operator of
+    :mod:`energylab.forms.hyperspherical` (paper 004, eq. 11 / Table 19)."""
 
     def __init__(self, dim: int, hidden: int | None = None, rms: bool = True, eps: float = 1e-6):
         super().__init__()
@@ -220,19 +224,34 @@ class _EnergyFeedforward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(x, self.dim)
-        return type(self).update(x, self.weight, self.rms, self.eps, validate=False)
+        return self._update(x, self.weight, self.rms, self.eps)
 
 
 class ReLUEnergyFeedforward(_EnergyFeedforward):
-    __doc__ = "D ReLU(RMSNorm(Dᵀx)) (paper 004, eq. 11).\n\n    " + _EnergyFeedforward.__doc__
-    update = staticmethod(hs.hyperset_feedforward_update)
+    """D ReLU(RMSNorm(Dᵀx)) (paper 004, eq. 11): −∇ of the alignment energy with dictionary D (d, M).
+
+    Args: dim d, hidden M (None: 4d, the paper's MLP ratio), rms (RMS-normalise Dᵀx onto the √M sphere),
+    eps. Parameters: d·M (D is used twice, tied).
+    """
+
+    _update = staticmethod(hs.hyperset_feedforward_update)
 
 
 class SoftmaxEnergyFeedforward(_EnergyFeedforward):
-    __doc__ = "D softmax(RMSNorm(Dᵀx)) (paper 004, Table 19).\n\n    " + _EnergyFeedforward.__doc__
-    update = staticmethod(hs.softmax_feedforward_update)
+    """D softmax(RMSNorm(Dᵀx)) (paper 004, Table 19): −∇ of the alignment energy with dictionary D (d, M).
+
+    Args: dim d, hidden M (None: 4d, the paper's MLP ratio), rms (RMS-normalise Dᵀx onto the √M sphere),
+    eps. Parameters: d·M (D is used twice, tied).
+    """
+
+    _update = staticmethod(hs.softmax_feedforward_update)
 
 
 class GatedEnergyFeedforward(_EnergyFeedforward):
-    __doc__ = "D[(Σ_m σ(u_m)) σ'(u)], u = RMSNorm(Dᵀx) (paper 004, Table 19).\n\n    " + _EnergyFeedforward.__doc__
-    update = staticmethod(hs.gated_feedforward_update)
+    """D[(Σ_m σ(u_m)) σ'(u)], u = RMSNorm(Dᵀx) (paper 004, Table 19): −∇ of the alignment energy with D (d, M).
+
+    Args: dim d, hidden M (None: 4d, the paper's MLP ratio), rms (RMS-normalise Dᵀx onto the √M sphere),
+    eps. Parameters: d·M (D is used twice, tied).
+    """
+
+    _update = staticmethod(hs.gated_feedforward_update)

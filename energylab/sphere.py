@@ -1,20 +1,99 @@
-"""Observables of a token cloud on the sphere: alignment, clusters, time to collapse.
+"""Geometry of the sphere and observables of a token cloud on it.
 
-Tokens are (..., N, d) with unit rows (any leading batch/time axes). The flows that move them, and the energy
-E_beta, live in ``energylab.dynamics``. Clusters follow Geshkovski et al. (2023): under SA/USA the tokens merge
-into a few points; we count them as the connected components of the graph that links tokens closer than a
-threshold (single linkage), so a cluster that is still contracting but already separated counts as one.
+Geometry (used by the flows of :mod:`energylab.flows`, the on-sphere forms of :mod:`energylab.forms` and the
+attractor model): the tangent projection P_x v, the normalisation x/‖x‖, the projected step, random tokens.
+Observables (Geshkovski et al. 2023): alignment, clusters, time to collapse. Under SA/USA the tokens merge into a
+few points; we count them as the connected components of the graph that links tokens closer than a threshold
+(single linkage), so a cluster that is still contracting but already separated counts as one.
+
+Shapes: tokens are rows, (..., N, d) (any leading batch/time axes); a saved trajectory is (S, B, N, d) with its
+times (S,).
 """
 from __future__ import annotations
 
 import math
 
 import torch
+import torch.nn.functional as F
 
-from energylab._checks import check_positive, check_tensor
-from energylab.dynamics import Trajectory
+from energylab._checks import check_int, check_nonzero_rows, check_positive, check_tensor
+
+__all__ = ["tangent_projection", "unit_tangent_projection", "normalize", "sphere_step", "random_tokens",
+           "mean_cosine", "cluster_labels", "count_clusters", "time_to_collapse"]
 
 
+# ----------------------------------------------------------------------------- geometry
+def _check_on_sphere(x, v, v_name: str) -> None:
+    check_tensor("x", x)
+    if x.dim() < 1:
+        raise ValueError(f"x must have at least 1 dim (..., d), got shape {tuple(x.shape)}")
+    check_tensor(v_name, v)
+    if x.shape != v.shape:
+        raise ValueError(f"{v_name} must have the shape of x {tuple(x.shape)}, got {tuple(v.shape)}")
+
+
+def unit_tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """P_x v = v − ⟨x, v⟩ x row-wise for rows x that are already UNIT: x, v (..., d) -> (..., d).
+
+    A kernel, not a checked function: it neither validates nor divides by ‖x‖, for loops whose tokens are unit
+    by construction (the flows of :mod:`energylab.flows`, after one check of x0). For any non-zero x use
+    :func:`tangent_projection`, which normalises x first and then applies this formula.
+    """
+    return v - (x * v).sum(-1, keepdim=True) * x
+
+
+def tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """P_x v = v − ⟨x̂, v⟩ x̂ row-wise, x̂ = x/‖x‖: the part of v tangent to the sphere through x (Geshkovski et al.).
+
+    x, v: (..., d) of the same shape  ->  (..., d). A zero row of x has no tangent space: ValueError naming x.
+    """
+    _check_on_sphere(x, v, "v")
+    return _tangent_projection(x, v)
+
+
+def _tangent_projection(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    norm = x.norm(dim=-1, keepdim=True)
+    check_nonzero_rows("x", x, norm, why="a zero vector has no direction, hence no tangent space on the sphere")
+    return unit_tangent_projection(x / norm, v)
+
+
+def normalize(x: torch.Tensor, eps: float = 0.0) -> torch.Tensor:
+    """Each row back onto the unit sphere, x_i / max(‖x_i‖, eps): (..., d) -> (..., d).
+
+    With eps > 0 a zero row stays zero (the attractor network's masked tokens); with eps = 0 it would be 0/0.
+    No validation: the flows and the attractor model call it once per step on tokens they checked.
+    """
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    return x / (norm.clamp(min=eps) if eps > 0 else norm)
+
+
+def sphere_step(x: torch.Tensor, update: torch.Tensor, eta: float) -> torch.Tensor:
+    """Projected step on the sphere: x ← ‖x‖ · (x + η P_x u) / ‖x + η P_x u‖ (row-wise; keeps each ‖x_i‖).
+
+    x, update: (..., d), x without zero rows (ValueError naming x); eta > 0.
+    """
+    _check_on_sphere(x, update, "update")
+    eta = check_positive("eta", eta)
+    y = x + eta * _tangent_projection(x, update)
+    return y * (x.norm(dim=-1, keepdim=True) / y.norm(dim=-1, keepdim=True))
+
+
+def random_tokens(batch: int, n: int, d: int, seed: int = 0, hemisphere: bool = False, dtype=torch.float64,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
+    """(B, N, d) tokens uniform on S^{d-1} (or on the open hemisphere x_1 > 0).
+
+    Drawn from their own generator seeded with ``seed``, or from ``generator`` when one is given (``seed`` is
+    then unused): the catalog's samplers thread one generator through every draw of an instance.
+    """
+    batch, n, d = (check_int(name, v, minimum=1) for name, v in (("batch", batch), ("n", n), ("d", d)))
+    gen = torch.Generator().manual_seed(seed) if generator is None else generator
+    x = F.normalize(torch.randn(batch, n, d, generator=gen, dtype=dtype), dim=-1)
+    if hemisphere:
+        x[..., 0] = x[..., 0].abs()
+    return x
+
+
+# ----------------------------------------------------------------------------- observables
 def _check_cloud(name: str, x) -> torch.Tensor:
     check_tensor(name, x)
     if x.dim() < 2:
@@ -66,13 +145,15 @@ def count_clusters(x: torch.Tensor, threshold: float = 0.1) -> torch.Tensor:
     return own.sum(-1)
 
 
-def time_to_collapse(trajectory: Trajectory, threshold: float = 0.1) -> torch.Tensor:
-    """First saved time at which all tokens form one cluster, per batch element: (B,); inf if never."""
-    if not isinstance(trajectory, Trajectory):
-        raise TypeError(f"trajectory must be a Trajectory, got {type(trajectory).__name__}")
-    one = count_clusters(trajectory.x, threshold) == 1  # (T, B)
-    t = trajectory.t.unsqueeze(1).expand_as(one)  # (T, B)
+def time_to_collapse(x: torch.Tensor, times: torch.Tensor, threshold: float = 0.1) -> torch.Tensor:
+    """First saved time at which all tokens form one cluster, per batch element: (B,); inf if never.
+
+    x: saved states (S, B, N, d), times: their times (S,), e.g. ``traj.x, traj.times`` of :func:`flows.simulate`.
+    """
+    _check_cloud("x", x)
+    check_tensor("times", times, ndim=1)
+    if x.dim() != 4 or times.shape[0] != x.shape[0]:
+        raise ValueError(f"x must be (S, B, N, d) with S = len(times) = {times.shape[0]}, got {tuple(x.shape)}")
+    one = count_clusters(x, threshold) == 1  # (S, B)
+    t = times.unsqueeze(1).expand_as(one)  # (S, B)
     return torch.where(one, t, torch.full_like(t, math.inf)).min(0).values
-
-
-__all__ = ["mean_cosine", "cluster_labels", "count_clusters", "time_to_collapse"]

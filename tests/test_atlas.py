@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from energylab import atlas, catalog, modules
-from energylab import operators as op
+from energylab.forms import expressive as ea
+from energylab.forms import free_energy as fe
+from energylab.forms import hopfield as hf
 from energylab.viz.atlas import verify_errors_figure
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -86,7 +88,7 @@ def test_layer_rows_parameter_counts():
     assert rows["GatedEnergyFeedforward"]["parameters"] == d * 4 * d
     assert rows["MultiHeadAttention"]["causal"] == "yes" and rows["SigmoidAttention"]["causal"] == "no"
     assert rows["ReLUEnergyFeedforward"]["causal"] == "n/a"
-    assert rows["MHA2nd1st"]["operator"] == "energylab.operators.mha2nd1st_update"
+    assert rows["MHA2nd1st"]["operator"] == "energylab.forms.newton.mha2nd1st_update"
 
 
 def test_every_layer_is_mapped_to_a_form():
@@ -129,17 +131,17 @@ def test_chapter_claims_hopfield_and_expressive():
     g = torch.Generator().manual_seed(1)
     X = 1.3 * torch.nn.functional.normalize(torch.randn(11, 7, generator=g, dtype=torch.float64), dim=-1)
     xi = torch.randn(5, 7, generator=g, dtype=torch.float64)
-    hop = op.hopfield_update(xi, X, 0.7)
-    ela = op.softmax_free_energy_update(xi, X, torch.eye(7, dtype=torch.float64), 1 / 0.7)
+    hop = hf.hopfield_update(xi, X, 0.7)
+    ela = fe.softmax_free_energy_update(xi, X, torch.eye(7, dtype=torch.float64), 1 / 0.7)
     assert (hop - ela).abs().max() < 1e-12
     # the full retrieval step (eta = 1) lowers the Hopfield energy
     assert atlas.descent_check("hopfield_retrieval", eta=1.0, seed=2)["change"] < 0
     # the EA layer is not a descent direction of F_EA: the cosine with -grad F_EA takes both signs
     _, params = catalog.FORMS["expressive_attention"].sample(7, 5, generator=torch.Generator().manual_seed(0))
     z = torch.randn(200, 5, generator=g, dtype=torch.float64)
-    layer = op.expressive_attention_step(z, params["H"], params["W"], params["W"]) - z
+    layer = ea.expressive_attention_step(z, params["H"], params["W"], params["W"]) - z
     cos = torch.nn.functional.cosine_similarity(
-        layer, op.expressive_free_energy_update(z, params["H"], params["W"], params["T"]), dim=-1)
+        layer, ea.expressive_free_energy_update(z, params["H"], params["W"], params["T"]), dim=-1)
     assert cos.min() < -0.1 and cos.max() > 0.1
 
 
@@ -166,3 +168,29 @@ def test_error_text():
     assert atlas.error_text({"error": 0.0, "error_kind": "relative"}) == r"$<10^{-12}$"
     assert atlas.error_text({"error": 2.5e-9, "error_kind": "relative"}) == r"$2.5\cdot 10^{-9}$"
     assert atlas.error_text({"error": 0.0172, "error_kind": "order"}) == r"$1.7\cdot 10^{-2}$ (order)"
+
+
+def _heads_of(params: dict) -> int:
+    """Heads of a sampled instance: the leading axis of (H, d_h, d) weights, 1 when it has none."""
+    weights = [w for w in params.values() if isinstance(w, torch.Tensor) and w.dim() == 3]
+    return weights[0].shape[0] if weights else 1
+
+
+@pytest.mark.parametrize("name", list(catalog.FORMS))
+def test_atlas_verifies_multi_head_forms_with_several_heads(name):
+    form = catalog.FORMS[name]
+    _, params = form.sample(7, atlas.verify_dim(name), generator=torch.Generator().manual_seed(0))
+    heads = _heads_of(params)
+    assert (heads >= 2) == form.multi_head, f"{name}: {heads} head(s) at dim {atlas.verify_dim(name)}"
+    if form.multi_head:
+        assert atlas.verify_dim(name) == atlas.MULTI_HEAD_DIM
+
+
+def test_atlas_rows_use_several_heads_for_every_multi_head_form(rows):
+    names = {n for n, f in catalog.FORMS.items() if f.multi_head}
+    assert names == {"multihead_free_energy", "mha2nd", "mha2nd1st", "hyperset_attention", "sigmoid_attention",
+                     "kernel_linear_attention"}
+    for row in rows:
+        form = catalog.FORMS[row["name"]]
+        _, params = form.sample(7, row["dim"], generator=torch.Generator().manual_seed(0))
+        assert (_heads_of(params) >= 2) == (row["name"] in names), row["name"]

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from energylab import energies as en
-from energylab import operators as op
+from energylab import sphere as sp
+from energylab.forms import local as lo
 from energylab.models import attractor as at
 
 B, N, D, A = 3, 5, 7, 2  # distinct primes (a = 2 pixels -> 4 spin inputs <= d = 7)
@@ -16,7 +16,7 @@ def _rel(a, b):
 @pytest.fixture
 def sample():
     g = torch.Generator().manual_seed(0)
-    x = at.normalize_spins(torch.randn(B, N, D, generator=g, dtype=torch.float64))
+    x = sp.normalize(torch.randn(B, N, D, generator=g, dtype=torch.float64))
     J = 0.4 * torch.randn(N, N, D, D, generator=g, dtype=torch.float64)
     J = J * (1 - torch.eye(N, dtype=torch.float64)).reshape(N, N, 1, 1)
     return x, J
@@ -51,12 +51,12 @@ def test_model_field_is_minus_gradient_of_own_local_energy(sample):
     x, J = sample
     m = _model(J, lam_test=1.7)
     xr = x.clone().requires_grad_(True)
-    e = en.local_energies(xr, x, J, 1.7)  # context = the other tokens, held fixed
+    e = lo.local_energies(xr, x, J, 1.7)  # context = the other tokens, held fixed
     (g,) = torch.autograd.grad(e.sum(), xr)
     assert _rel(m.field(x), -g) < 1e-10
-    assert _rel(m.field(x), op.local_attention_update(x, J, 1.7)) < 1e-10  # the catalog's operator
+    assert _rel(m.field(x), lo.local_attention_update(x, J, 1.7)) < 1e-10  # the catalog's operator
     # training energies = the same local energies at lambda_train, context = the tokens themselves
-    assert _rel(m.energies(x, 2.9), en.local_energies(x, x, J, 2.9)) < 1e-14
+    assert _rel(m.energies(x, 2.9), lo.local_energies(x, x, J, 2.9)) < 1e-14
 
 
 def test_the_update_has_no_global_energy(sample):
@@ -64,10 +64,10 @@ def test_the_update_has_no_global_energy(sample):
     and -grad of sum_i e_i is not the self-attention update either."""
     x, J = sample
     m = _model(J)
-    jac = torch.autograd.functional.jacobian(lambda v: op.local_attention_update(v, J, 1.0), x[0]).reshape(N * D, N * D)
+    jac = torch.autograd.functional.jacobian(lambda v: lo.local_attention_update(v, J, 1.0), x[0]).reshape(N * D, N * D)
     assert float((jac - jac.T).norm() / jac.norm()) > 0.1
     xr = x.clone().requires_grad_(True)
-    (g,) = torch.autograd.grad(en.local_energies(xr, xr, J, 1.0).sum(), xr)
+    (g,) = torch.autograd.grad(lo.local_energies(xr, xr, J, 1.0).sum(), xr)
     assert _rel(-g, m.field(x)) > 0.1  # the extra terms d e_k / d x_i, k != i
 
 
@@ -75,7 +75,7 @@ def test_pseudo_likelihood_gradient_is_local_and_hebbian(sample):
     x, J = sample
     lam = 3.1
     Jr = J.clone().requires_grad_(True)
-    e = en.local_energies(x, x, Jr, lam)
+    e = lo.local_energies(x, x, Jr, lam)
     i = 2
     (g_i,) = torch.autograd.grad(e[:, i].sum(), Jr, retain_graph=True)
     outside = torch.cat([g_i[:i], g_i[i + 1:]])
@@ -88,7 +88,7 @@ def test_pseudo_likelihood_gradient_is_local_and_hebbian(sample):
     closed = -torch.einsum("bij,bid,bje->ijde", alpha, x, x) / B
     assert _rel(closed, g) < 1e-10
     # lambda -> 0: the gradient becomes -C/(N-1), the correlation (Hebbian) couplings
-    (g0,) = torch.autograd.grad(en.local_energies(x, x, Jr, 1e-7).sum(-1).mean(), Jr)
+    (g0,) = torch.autograd.grad(lo.local_energies(x, x, Jr, 1e-7).sum(-1).mean(), Jr)
     assert _rel(g0, -at.correlation_couplings(x) / (N - 1)) < 1e-5
 
 
@@ -120,7 +120,7 @@ def test_dynamics_stay_on_sphere_and_one_token_step_lowers_its_energy(sample):
     # move token 2 alone by a small step: its own local energy falls (the others are held fixed)
     y = x.clone()
     y[:, 2] = m.step(x)[:, 2]
-    e0, e1 = en.local_energies(x, x, J, 1.0)[:, 2], en.local_energies(y, y, J, 1.0)[:, 2]
+    e0, e1 = lo.local_energies(x, x, J, 1.0)[:, 2], lo.local_energies(y, y, J, 1.0)[:, 2]
     assert bool((e1 < e0).all())
     # a masked (zero) token attends uniformly and receives the mean field of the others
     x0 = x.clone()

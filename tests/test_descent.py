@@ -4,7 +4,9 @@ import math
 import pytest
 import torch
 
-from energylab import catalog, descent, energies, operators
+from energylab import catalog, descent
+from energylab import sphere as sp
+from energylab.forms import free_energy as fe
 
 pytestmark = pytest.mark.usefixtures("float64_default")  # identities in float64
 
@@ -20,7 +22,7 @@ def _multihead_dot_energy(z, H, W1, W2, T):
     q = torch.einsum("hca,...a->h...c", W1, z)  # (heads, ..., d_h)
     k = torch.einsum("hca,ia->hic", W2, H)  # (heads, N, d_h)
     eye = torch.eye(W1.shape[1])
-    return sum(energies.dot_product_free_energy(q[h], k[h], eye, T) for h in range(W1.shape[0])) / W1.shape[0]
+    return sum(fe.dot_product_free_energy(q[h], k[h], eye, T) for h in range(W1.shape[0])) / W1.shape[0]
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -43,14 +45,14 @@ def test_multihead_sphere_identities(seed):
     z, H, W1, W2 = descent.multihead_sphere_instance(7, dim, heads, rho=rho, queries=4, generator=g)
     assert torch.allclose(torch.einsum("hca,qa->qhc", W1, z).norm(dim=-1), torch.full((4, heads), rho))
     assert torch.allclose(torch.einsum("hca,ia->ihc", W2, H).norm(dim=-1), torch.full((7, heads), rho))
-    gap = energies.multihead_free_energy(z, H, W1, W2, T) - _multihead_dot_energy(z, H, W1, W2, T)
+    gap = fe.multihead_free_energy(z, H, W1, W2, T) - _multihead_dot_energy(z, H, W1, W2, T)
     assert torch.allclose(gap, torch.full((4,), rho ** 2), rtol=1e-12)
     # −∇F* (elastic, Theorem 2) and −∇F̃* differ by z/H, a radial vector: their tangent parts agree
-    exact = operators.multihead_free_energy_update(z, H, W1, W2, T)
+    exact = fe.multihead_free_energy_update(z, H, W1, W2, T)
     zr = z.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(_multihead_dot_energy(zr, H, W1, W2, T).sum(), zr)
     assert torch.allclose(exact - (-grad), -z / heads, atol=1e-12)
-    diff = operators.tangent_projection(z, exact) - operators.tangent_projection(z, -grad)
+    diff = sp.tangent_projection(z, exact) - sp.tangent_projection(z, -grad)
     assert diff.norm() < 1e-12
 
 
@@ -59,21 +61,21 @@ def test_linear_attention_is_a_step_on_the_quadratic_sum_energy(seed):
     _, z, H, W = _free_instance(seed)
     T, eta = 0.6, 0.3
     zr = z.clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(energies.linear_attention_energy(zr, H, W, T).sum(), zr)
-    upd = operators.linear_attention_update(z, H, W, T)
+    (grad,) = torch.autograd.grad(fe.linear_attention_energy(zr, H, W, T).sum(), zr)
+    upd = fe.linear_attention_update(z, H, W, T)
     assert (upd + grad).norm() / grad.norm() < 1e-12
     # eq. (13): z + Σ_i (zᵀ W_QᵀW_K h_i) W_V h_i with W_QᵀW_K = W and W_V = ηT W
-    scores = -energies.dot_product_potentials(z, H, W)  # (3, N)
+    scores = -fe.dot_product_potentials(z, H, W)  # (3, N)
     layer = z + scores @ (H @ (eta * T * W).T)
     assert (layer - (z + eta * upd)).norm() / layer.norm() < 1e-12
     assert catalog.verify("linear_attention", trials=3, generator=torch.Generator().manual_seed(seed)) < 1e-10
 
 
 def _loop(name, z, H, W, T, eta, steps=30, sphere=False):
-    upd = {"softmax": operators.softmax_free_energy_update, "dot": operators.dot_product_free_energy_update,
-           "linear": operators.linear_attention_update}[name]
-    en = {"softmax": energies.softmax_free_energy, "dot": energies.dot_product_free_energy,
-          "linear": energies.linear_attention_energy}[name]
+    upd = {"softmax": fe.softmax_free_energy_update, "dot": fe.dot_product_free_energy_update,
+           "linear": fe.linear_attention_update}[name]
+    en = {"softmax": fe.softmax_free_energy, "dot": fe.dot_product_free_energy,
+          "linear": fe.linear_attention_energy}[name]
     return descent.descend(lambda x: upd(x, H, W, T), lambda x: en(x, H, W, T), z, eta, steps, sphere=sphere)
 
 
@@ -92,7 +94,7 @@ def test_dot_product_loop_off_the_sphere_lowers_the_bound_but_raises_the_true_en
     assert run.increases() == 0  # F̃* is concave: every gradient step lowers it, whatever η
     norms = run.states.norm(dim=-1).squeeze(-1)
     assert norms[-1] > 10 * norms[0]  # ... by running away from the sphere
-    F = energies.softmax_free_energy(run.states, H, W, 1.0).squeeze(-1)
+    F = fe.softmax_free_energy(run.states, H, W, 1.0).squeeze(-1)
     assert F[-1] > F[0] + 10  # the elastic F* (the energy the layer was meant to lower) goes up
     # projected onto the sphere |z| = ρ, the sphere adds curvature ≤ max_i |W h_i| / ρ: η < 2ρ / max_i |W h_i|
     z0 = z[:1]
@@ -154,11 +156,11 @@ def test_landscape_figure_has_two_composable_sliders():
     Z = torch.stack(torch.meshgrid(grid, grid, indexing="xy"), -1)
 
     def surface(T):
-        return grid.numpy(), grid.numpy(), energies.softmax_free_energy(Z, tokens, torch.eye(2), T).numpy()
+        return grid.numpy(), grid.numpy(), fe.softmax_free_energy(Z, tokens, torch.eye(2), T).numpy()
 
     def path(T, eta):
-        r = descent.descend(lambda x: operators.softmax_free_energy_update(x, tokens, torch.eye(2), T),
-                            lambda x: energies.softmax_free_energy(x, tokens, torch.eye(2), T),
+        r = descent.descend(lambda x: fe.softmax_free_energy_update(x, tokens, torch.eye(2), T),
+                            lambda x: fe.softmax_free_energy(x, tokens, torch.eye(2), T),
                             torch.tensor([1.9, -1.9]), eta, 4)
         return torch.cat([r.states, r.energies[:, None]], -1).numpy()
 

@@ -5,8 +5,10 @@ import math
 import pytest
 import torch
 
-from energylab import catalog, energies, operators
+from energylab import catalog
 from energylab.experiments import hopfield as hp
+from energylab.forms import free_energy as fe
+from energylab.forms import hopfield as hf
 
 pytestmark = pytest.mark.usefixtures("float64_default")  # identities in float64
 
@@ -37,15 +39,15 @@ def test_hopfield_energy_is_chapter_one_free_energy(seed):
     beta = 2.5
     xi = torch.randn(4, X.shape[1], generator=g)
     eye = torch.eye(X.shape[1])
-    lhs = energies.hopfield_energy(xi, X, beta)
-    rhs = energies.dot_product_free_energy(xi, X, eye, 1 / beta) + 0.5 * xi.pow(2).sum(-1)
+    lhs = hf.hopfield_energy(xi, X, beta)
+    rhs = fe.dot_product_free_energy(xi, X, eye, 1 / beta) + 0.5 * xi.pow(2).sum(-1)
     assert torch.allclose(lhs, rhs, rtol=1e-12)
     # equal-norm patterns: the elastic F* with W = I, T = 1/β, shifted by ½M²; the update is its η = 1 step
     Xs = 1.7 * X / X.norm(dim=-1, keepdim=True)
-    F = energies.softmax_free_energy(xi, Xs, eye, 1 / beta)
-    assert torch.allclose(energies.hopfield_energy(xi, Xs, beta) + 0.5 * 1.7 ** 2, F, rtol=1e-12)
-    step = xi + operators.softmax_free_energy_update(xi, Xs, eye, 1 / beta)
-    assert torch.allclose(xi + operators.hopfield_update(xi, Xs, beta), step, rtol=1e-12)
+    F = fe.softmax_free_energy(xi, Xs, eye, 1 / beta)
+    assert torch.allclose(hf.hopfield_energy(xi, Xs, beta) + 0.5 * 1.7 ** 2, F, rtol=1e-12)
+    step = xi + fe.softmax_free_energy_update(xi, Xs, eye, 1 / beta)
+    assert torch.allclose(xi + hf.hopfield_update(xi, Xs, beta), step, rtol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -58,9 +60,9 @@ def test_one_step_bound_holds_and_separated_patterns_are_retrieved_in_one_step(s
     xi = torch.where(flip, -X, X)
     for beta in (1.0, 10.0, 60.0):
         bound = hp.one_step_bound(xi, X, target, beta)
-        err = (xi + operators.hopfield_update(xi, X, beta) - X).norm(dim=-1)
+        err = (xi + hf.hopfield_update(xi, X, beta) - X).norm(dim=-1)
         assert (err <= bound * (1 + 1e-12)).all()
-    err = (xi + operators.hopfield_update(xi, X, 60.0) - X).norm(dim=-1)
+    err = (xi + hf.hopfield_update(xi, X, 60.0) - X).norm(dim=-1)
     assert (hp.one_step_bound(xi, X, target, 60.0) < 1e-3).all() and err.max() < 1e-3
 
 
@@ -68,8 +70,8 @@ def test_self_attention_has_no_such_energy():
     g, X = _patterns(1, P=6, d=4)
     totals = []
     for _ in range(15):
-        totals.append(float(energies.hopfield_energy(X, X, 1.0).sum()))
-        X = X + operators.hopfield_update(X, X, 1.0)  # every token queries all tokens: self-attention
+        totals.append(float(hf.hopfield_energy(X, X, 1.0).sum()))
+        X = X + hf.hopfield_update(X, X, 1.0)  # every token queries all tokens: self-attention
     assert sum(b > a + 1e-9 for a, b in zip(totals, totals[1:])) > 0
 
 

@@ -4,10 +4,12 @@ import math
 import pytest
 import torch
 
-from energylab import hyperspherical as hs
-from energylab import kernels
 from energylab import modules as M
-from energylab import operators as op
+from energylab.forms import _common as cm
+from energylab.forms import expressive as ea
+from energylab.forms import free_energy as fe
+from energylab.forms import hyperspherical as hs
+from energylab.forms import newton as nw
 
 B, N, D, HEADS = 2, 7, 15, 3  # distinct sizes; d_h = 5
 F64 = torch.float64
@@ -51,13 +53,13 @@ def _reference_qkv(layer, x, step):
 
 def test_mha_equals_attention_step():
     layer, x = _layer(M.MultiHeadAttention), _x()
-    ref = _reference_qkv(layer, x, lambda z, H, W_QK, W_V: op.attention_step(z, H, W_QK, W_V, math.sqrt(D // HEADS)))
+    ref = _reference_qkv(layer, x, lambda z, H, W_QK, W_V: fe.attention_step(z, H, W_QK, W_V, math.sqrt(D // HEADS)))
     assert _rel(layer(x), ref) < 1e-12
 
 
 def test_expressive_attention_equals_catalog_step():
     layer, x = _layer(M.ExpressiveAttention, scale=0.5), _x(1)
-    ref = _reference_qkv(layer, x, lambda z, H, W_QK, W_V: op.expressive_attention_step(z, H, 0.5 * W_QK, W_V))
+    ref = _reference_qkv(layer, x, lambda z, H, W_QK, W_V: ea.expressive_attention_step(z, H, 0.5 * W_QK, W_V))
     assert _rel(layer(x), ref) < 1e-12
 
 
@@ -75,7 +77,7 @@ def test_mha2nd1st_equals_catalog_operator(ridge):
     for b in range(B):
         for i in range(N):
             per_head = [
-                op.mha2nd1st_update(x[b, i], x[b, : i + 1], W1[h : h + 1], W2[h : h + 1], float(T[h]),
+                nw.mha2nd1st_update(x[b, i], x[b, : i + 1], W1[h : h + 1], W2[h : h + 1], float(T[h]),
                                     T2=float(T_b[h]), potential="dot", ridge=ridge)
                 for h in range(HEADS)
             ]
@@ -96,7 +98,7 @@ def test_hyperspherical_layers_equal_their_operators(cls):
           M.KernelLinearAttention: hs.kernel_linear_attention_update}[cls]
     out = layer(x)
     for b in range(B):  # batching must not mix sequences
-        ref = fn(x[b], layer.weight, HEADS, 1 / math.sqrt(D // HEADS), rms=True, eps=1e-6)
+        ref = fn(x[b], layer.weight, 1 / math.sqrt(D // HEADS), rms=True, eps=1e-6)
         assert _rel(out[b], ref) < 1e-12
 
 
@@ -165,12 +167,12 @@ def test_blockwise_evaluation_equals_one_block(cls, monkeypatch):
     x.requires_grad_(True)
     one_block = layer(x)
     (g_one,) = torch.autograd.grad(one_block.square().sum(), x)
-    original = kernels.row_blocks
+    original = cm.row_blocks
     tiny = lambda n_rows, n_cols, batch: original(n_rows, n_cols, batch, budget=1, min_rows=3)  # noqa: E731
-    for module in (kernels, M, hs):
+    for module in (cm, ea, M, hs):
         monkeypatch.setattr(module, "row_blocks", tiny)
     blocked = layer(x)
-    assert len(kernels.row_blocks(10, 10, 6)) == 4  # the patch is active: blocks of 3, 3, 3, 1 rows
+    assert len(cm.row_blocks(10, 10, 6)) == 4  # the patch is active: blocks of 3, 3, 3, 1 rows
     (g_blocked,) = torch.autograd.grad(blocked.square().sum(), x)
     assert _rel(blocked, one_block) < 1e-13
     assert _rel(g_blocked, g_one) < 1e-12

@@ -2,7 +2,8 @@
 import pytest
 import torch
 
-from energylab import operators as op
+from energylab.forms import expressive as ea
+from energylab.forms import free_energy as fe
 
 
 def _scores(seed, *shape):
@@ -12,7 +13,7 @@ def _scores(seed, *shape):
 def test_dot_product_weights_match_softmax_and_mask():
     s = _scores(0, 2, 7, 7)
     causal = torch.ones(7, 7, dtype=torch.bool).tril()
-    a = op.dot_product_weights(s, causal, beta=0.5)
+    a = fe.dot_product_weights(s, causal, beta=0.5)
     assert torch.allclose(a.sum(-1), torch.ones(2, 7, dtype=torch.float64), atol=1e-14)
     assert (a.masked_select(~causal) == 0).all()
     ref = torch.softmax((0.5 * s).masked_fill(~causal, float("-inf")), -1)
@@ -22,28 +23,28 @@ def test_dot_product_weights_match_softmax_and_mask():
 
 def test_expressive_weights_hand_value_and_symmetry():
     s = torch.tensor([[1.0, -1.0, 0.0, 2.0]], dtype=torch.float64)
-    w = op.expressive_weights(s)
+    w = ea.expressive_weights(s)
     raw = torch.tensor([0.5, 0.5, 0.0, 0.8], dtype=torch.float64)
     assert torch.allclose(w[0], raw / raw.sum(), rtol=1e-14, atol=0)
     x = _scores(1, 3, 5, 5)
     mask = torch.ones(5, 5, dtype=torch.bool).tril()
-    assert torch.equal(op.expressive_weights(x, mask), op.expressive_weights(-x, mask))  # even in the score
-    assert (op.expressive_weights(x, mask).masked_select(~mask) == 0).all()
-    assert torch.allclose(op.expressive_weights(x, mask).sum(-1), torch.ones(3, 5, dtype=torch.float64))
-    assert torch.equal(op.expressive_weights(torch.zeros(1, 3)), torch.zeros(1, 3))  # no NaN on zero rows
+    assert torch.equal(ea.expressive_weights(x, mask), ea.expressive_weights(-x, mask))  # even in the score
+    assert (ea.expressive_weights(x, mask).masked_select(~mask) == 0).all()
+    assert torch.allclose(ea.expressive_weights(x, mask).sum(-1), torch.ones(3, 5, dtype=torch.float64))
+    assert torch.equal(ea.expressive_weights(torch.zeros(1, 3)), torch.zeros(1, 3))  # no NaN on zero rows
 
 
 def test_weights_bad_input():
     s = _scores(0, 4, 4)
     with pytest.raises(TypeError, match="mask"):
-        op.dot_product_weights(s, torch.ones(4, 4))
+        fe.dot_product_weights(s, torch.ones(4, 4))
     with pytest.raises(ValueError, match="mask"):
-        op.expressive_weights(s, torch.ones(3, 3, dtype=torch.bool))
+        ea.expressive_weights(s, torch.ones(3, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match="beta"):
-        op.dot_product_weights(s, beta=0.0)
+        fe.dot_product_weights(s, beta=0.0)
     s[0, 0] = float("nan")
     with pytest.raises(ValueError, match="scores"):
-        op.expressive_weights(s)
+        ea.expressive_weights(s)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -52,12 +53,12 @@ def test_fused_expressive_attention_matches_autograd(causal):
     q, k = (torch.randn(2, 3, 7, 5, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
     v = torch.randn(2, 3, 7, 11, generator=g, dtype=torch.float64, requires_grad=True)
     mask = torch.ones(7, 7, dtype=torch.bool).tril() if causal else None
-    fused = op.expressive_attention_values(q, k, v, mask)
-    plain = op.expressive_weights(q @ k.mT, mask) @ v
+    fused = ea.expressive_attention_values(q, k, v, mask)
+    plain = ea.expressive_weights(q @ k.mT, mask) @ v
     assert torch.allclose(fused, plain, rtol=1e-12, atol=1e-14)
     w = torch.randn(fused.shape, generator=g, dtype=torch.float64)
     grads_fused = torch.autograd.grad((fused * w).sum(), (q, k, v))
     grads_plain = torch.autograd.grad((plain * w).sum(), (q, k, v))
     for a, b in zip(grads_fused, grads_plain):
         assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda *t: op.expressive_attention_values(*t, mask), (q, k, v))
+    assert torch.autograd.gradcheck(lambda *t: ea.expressive_attention_values(*t, mask), (q, k, v))

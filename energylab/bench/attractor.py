@@ -1,8 +1,8 @@
 """The attractor network's local field: the catalog operator against the model's autograd route.
 
 Both compute h_i = -de_i/dx_i (D'Amico & Negri 2024, eq. 3) for a batch of spin configurations:
-``operators.local_attention_update`` (the catalog form ``local_self_attention``, the reference of each row)
-and ``BareSelfAttention.field``, which differentiates ``energies.local_energies`` with autograd. One more row
+``forms.local.local_attention_update`` (the catalog form ``local_self_attention``, the reference of each row)
+and ``BareSelfAttention.field``, which differentiates ``forms.local.local_energies`` with autograd. One more row
 times a whole dynamics step (field, residual, renormalisation). Run ``python -m energylab.bench attractor``.
 """
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 
 from energylab.bench import median_time
-from energylab.models.attractor import AttractorConfig, BareSelfAttention, normalize_spins
-from energylab.operators import local_attention_update
+from energylab.forms.local import local_attention_update
+from energylab.models.attractor import AttractorConfig, BareSelfAttention
+from energylab.sphere import normalize
 
 
 def run(quick: bool = True) -> list[dict]:
@@ -21,7 +22,7 @@ def run(quick: bool = True) -> list[dict]:
     for b, n, d in shapes:
         g = torch.Generator().manual_seed(0)
         model = BareSelfAttention(AttractorConfig(n_tokens=n, patch_pixels=d // 2, dim=d), g)
-        x = normalize_spins(torch.randn(b, n, d, generator=g))
+        x = normalize(torch.randn(b, n, d, generator=g))
         J = model.J.detach()
         repeats = 5 if quick else 20
         with torch.no_grad():

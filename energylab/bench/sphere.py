@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from energylab.bench import median_time
-from energylab.dynamics import FlowConfig, preset_weights, random_tokens, simulate, simulate_preset
+from energylab.flows import FlowConfig, preset_weights, simulate, simulate_preset
+from energylab.sphere import random_tokens
 from energylab.viz.sphere import figure_bytes, sphere_figure
 
 
@@ -41,7 +42,7 @@ def run(quick: bool) -> list[dict]:
                      "ratio_to_reference": t_sim / t_ref, "target_s": 2.0 if not quick else None})
     frames = 50 if quick else 200
     traj = simulate_preset(n=64, beta=4.0, steps=frames - 1, step=0.1, seed=0)
-    fig = sphere_figure(traj.x[:, 0], traj.t)
+    fig = sphere_figure(traj.x[:, 0], traj.times)
     rows.append({"case": f"animation, 64 tokens, {len(fig.frames)} frames", "seconds": None,
                  "ratio_to_reference": None, "target_s": None, "bytes": figure_bytes(fig)})
     for r in rows:

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from energylab import energies as en
-from energylab import operators as op
 from energylab._setup import choose_device
+from energylab.forms import hopfield as hf
 from energylab.tasks import images as im
 
 __all__ = ["Config", "Results", "prepare", "corrupt", "retrieve", "one_step_bound", "run"]
@@ -106,11 +105,11 @@ def corrupt(images: torch.Tensor, config: Config, generator: torch.Generator) ->
 
 def retrieve(xi: torch.Tensor, X: torch.Tensor, beta: float, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Iterate ξ ← ξ + update(ξ) = X softmax(β Xᵀξ); return the states (K+1, B, d) and energies (K+1, B)."""
-    states, energies = [xi], [en.hopfield_energy(xi, X, beta)]
+    states, energies = [xi], [hf.hopfield_energy(xi, X, beta)]
     for _ in range(steps):
-        xi = xi + op.hopfield_update(xi, X, beta)
+        xi = xi + hf.hopfield_update(xi, X, beta)
         states.append(xi)
-        energies.append(en.hopfield_energy(xi, X, beta))
+        energies.append(hf.hopfield_energy(xi, X, beta))
     return torch.stack(states), torch.stack(energies)
 
 

@@ -10,8 +10,8 @@ and the self-attention update is its negative gradient with respect to x_i alone
     h_i = -de_i/dx_i = sum_{j != i} alpha_ij J_ij x_j,   alpha_ij = softmax_{j != i}(lambda x_i^T J_ij x_j).
 
 Both formulas live once in the library, as the catalog form ``local_self_attention``:
-:func:`energylab.energies.local_energies` and :func:`energylab.operators.local_attention_update`; the
-model differentiates the former. This module adds what turns them into a trained model: the fixed embedding, the
+:func:`energylab.forms.local.local_energies` and :func:`energylab.forms.local.local_attention_update`;
+the model differentiates the former. This module adds what turns them into a trained model: the fixed embedding, the
 couplings, norm fixing and the dynamics.
 
 Training minimises the pseudo-likelihood loss L = sum_mu sum_i e_i(xi^mu) on data (eq. 7). Its gradient
@@ -33,7 +33,8 @@ import torch
 from torch import nn
 
 from energylab._checks import check_int, check_positive, check_tensor
-from energylab.energies import local_energies
+from energylab.forms.local import local_energies
+from energylab.sphere import normalize
 
 
 @dataclass
@@ -71,11 +72,6 @@ def correlation_couplings(x: torch.Tensor) -> torch.Tensor:
     n = x.shape[1]
     off = 1.0 - torch.eye(n, dtype=x.dtype, device=x.device).reshape(n, n, 1, 1)
     return torch.einsum("bid,bje->ijde", x, x) / x.shape[0] * off
-
-
-def normalize_spins(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    """Project every token back onto the unit sphere: x_i / |x_i| (a zero token stays zero)."""
-    return x / x.norm(dim=-1, keepdim=True).clamp(min=eps)
 
 
 class BareSelfAttention(nn.Module):
@@ -143,8 +139,8 @@ class BareSelfAttention(nn.Module):
         """h_i = -de_i/dx_i at lambda (default lam_test): (B, N, d) -> (B, N, d).
 
         Computed by autograd from the energy with the context held fixed, i.e. by the definition (eq. 3);
-        it equals :func:`energylab.operators.local_attention_update` (a test checks it) and is several times
-        faster than that operator's three-tensor einsum at these sizes.
+        it equals :func:`energylab.forms.local.local_attention_update` (a test checks it), and one autograd pass
+        through the energy is faster than that operator at these sizes.
         """
         lam = self.config.lam_test if lam is None else lam
         with torch.enable_grad():
@@ -154,7 +150,7 @@ class BareSelfAttention(nn.Module):
 
     def step(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
         """One parallel update x_i <- normalise(x_i + eta h_i): (B, N, d) -> (B, N, d)."""
-        return normalize_spins(x + self.config.eta * self.field(x, lam))
+        return normalize(x + self.config.eta * self.field(x, lam), eps=1e-12)  # a zero (masked) token stays zero
 
     @torch.no_grad()
     def run(self, x: torch.Tensor, steps: int, lam: float | None = None) -> torch.Tensor:
@@ -203,5 +199,4 @@ class RecurrentBlock(nn.Module):
         return self.trajectory(spins, tau)[-1]
 
 
-__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "correlation_couplings",
-           "normalize_spins"]
+__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "correlation_couplings"]

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from energylab.operators import dot_product_weights, expressive_weights
+from energylab.forms.expressive import expressive_weights
+from energylab.forms.free_energy import dot_product_weights
 
 ATTENTIONS = ("DPA", "EA")
 PAPER_PARAMETERS = {(2, 16): 802, (16, 128): 400_000}  # (N, N_con) -> count quoted in paper 001 (≈ for the 2nd)

@@ -24,7 +24,7 @@ def weights_vs_temperature(E: torch.Tensor, temperatures: Sequence[float], activ
     E: (N,) energies of the N tokens. Each slider step restyles the bars, so it works without a kernel.
     The title of each step reports T, the entropy S and its maximum log N.
     """
-    from energylab.energies import boltzmann_weights
+    from energylab.forms.free_energy import boltzmann_weights
 
     E = E.detach().double().flatten()
     labels = [f"h{i + 1}" for i in range(E.numel())]
@@ -76,7 +76,7 @@ def temperature_explorer(E: torch.Tensor, t_min: float = 0.02, t_max: float = 50
     """ipywidgets version of :func:`weights_vs_temperature`: a log-scale slider that recomputes the weights."""
     import ipywidgets as widgets
 
-    from energylab.energies import boltzmann_weights
+    from energylab.forms.free_energy import boltzmann_weights
 
     E = E.detach().double().flatten()
 

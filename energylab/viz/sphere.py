@@ -1,6 +1,6 @@
 """Tokens on the sphere, drawn: an animated 3-D viewer that needs no kernel, and a live ipywidgets explorer.
 
-``sphere_figure`` turns a token trajectory (T, N, d) into a plotly figure whose frames are precomputed, so its
+``sphere_figure`` turns a token trajectory (S, N, d) into a plotly figure whose frames are precomputed, so its
 play button and time slider work on the static website. Coordinates are rounded (particles to 3 decimals, trails
 to 2) and sent as plain lists, which keeps a 200-frame, 64-particle animation well under 1 MB of page.
 For d > 3 the tokens are shown through a 3-D basis: the top-3 principal directions of all states (uncentred, so
@@ -29,7 +29,7 @@ def _basis(x: torch.Tensor, basis) -> torch.Tensor:
         return basis.to(x)
     if d == 3:
         return torch.eye(3, dtype=x.dtype, device=x.device)
-    # top-3 right singular vectors of all states stacked: (T N, d) -> (d, 3)
+    # top-3 right singular vectors of all states stacked: (S N, d) -> (d, 3)
     _, _, vh = torch.linalg.svd(x.reshape(-1, d), full_matrices=False)
     return vh[:3].T
 
@@ -42,32 +42,32 @@ def _frame_traces(y: torch.Tensor, f: int, trail: int, stride: int) -> tuple[dic
     return particles, {ax: _rounded(ghosts[:, a], 2) for a, ax in enumerate("xyz")}
 
 
-def sphere_figure(x: torch.Tensor, t: torch.Tensor | None = None, *, trail: int = 2, stride: int = 3,
+def sphere_figure(x: torch.Tensor, times: torch.Tensor | None = None, *, trail: int = 2, stride: int = 3,
                   max_frames: int = 200,
                   basis: torch.Tensor | None = None, title: str = "Tokens on the sphere",
                   marker_size: int = 4, frame_ms: int = 60) -> go.Figure:
-    """Animated 3-D view of token trajectories x: (T, N, d) at times t: (T,).
+    """Animated 3-D view of token trajectories x: (S, N, d) (S saved states) at their times (S,).
 
     Frames are subsampled evenly to at most ``max_frames``; each shows the particles (coloured by token index)
     and a fading trail of ``trail`` smaller ghosts at their positions ``stride``, 2 ``stride``, ... frames earlier.
     A play button and a time slider drive the animation.
     """
     check_tensor("x", x, ndim=3)
-    T, N, d = x.shape
+    S, N, d = x.shape
     if d < 3:
         raise ValueError(f"x must have d >= 3 coordinates per token, got shape {tuple(x.shape)}")
-    if t is None:
-        t = torch.arange(T, dtype=x.dtype)
-    check_tensor("t", t, ndim=1)
-    if t.shape[0] != T:
-        raise ValueError(f"t must have {T} entries (one per state of x), got {t.shape[0]}")
+    if times is None:
+        times = torch.arange(S, dtype=x.dtype)
+    check_tensor("times", times, ndim=1)
+    if times.shape[0] != S:
+        raise ValueError(f"times must have {S} entries (one per state of x), got {times.shape[0]}")
     for name, v, low in (("trail", trail, 0), ("stride", stride, 1), ("max_frames", max_frames, 1)):
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
     x = x.detach().to("cpu", torch.float64)
-    keep = torch.linspace(0, T - 1, min(T, max_frames)).round().long().unique()  # frame -> state index
+    keep = torch.linspace(0, S - 1, min(S, max_frames)).round().long().unique()  # frame -> state index
     y = x[keep] @ _basis(x, basis)  # (F, N, 3)
-    times = t.detach().cpu()[keep].tolist()
+    frame_times = times.detach().cpu()[keep].tolist()
 
     u, v = torch.meshgrid(torch.linspace(0, math.pi, 13), torch.linspace(0, 2 * math.pi, 25), indexing="ij")
     ball = go.Surface(x=(u.sin() * v.cos()).mul(100).round().div(100).tolist(),
@@ -85,14 +85,14 @@ def sphere_figure(x: torch.Tensor, t: torch.Tensor | None = None, *, trail: int 
                          marker={"size": marker_size, "color": list(range(N)), "colorscale": "Turbo",
                                  "cmin": 0, "cmax": max(N - 1, 1)})]
     frames = []
-    for f, tf in enumerate(times):
+    for f, tf in enumerate(frame_times):
         p, g = _frame_traces(y, f, trail, stride)
         frames.append(go.Frame(name=str(f), traces=[1, 2], data=[go.Scatter3d(**g), go.Scatter3d(**p)]))
     play = {"frame": {"duration": frame_ms, "redraw": True}, "fromcurrent": True, "transition": {"duration": 0}}
     stop = {"frame": {"duration": 0, "redraw": False}, "mode": "immediate", "transition": {"duration": 0}}
     slider_steps = [{"method": "animate", "label": f"{tf:.3g}",
                      "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
-                                         "transition": {"duration": 0}}]} for f, tf in enumerate(times)]
+                                         "transition": {"duration": 0}}]} for f, tf in enumerate(frame_times)]
     axis = {"range": [-1.1, 1.1], "visible": False}
     fig = go.Figure(data=data, frames=frames)
     fig.update_layout(
@@ -116,18 +116,16 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     """Live controls (n, beta, preset, heads, step, steps, SA/USA, causal, seed) that re-simulate on click.
 
     ``simulate(n=, beta=, preset=, heads=, step=, steps=, normalized=, causal=, seed=)`` must return an object
-    with ``t`` (T,) and ``x`` (T, B, N, d); the default is ``energylab.dynamics.simulate_preset``. Needs a running
+    with ``times`` (S,) and ``x`` (S, B, N, d); the default is ``energylab.flows.simulate_preset``. Needs a running
     kernel (JupyterLab, Colab, Binder); on the static website the controls are inert. ``draw=False`` waits for
     the first click instead of simulating at once; ``max_frames`` caps the animation (each frame costs page size).
     """
     import ipywidgets as widgets
     from IPython.display import display
 
-    if simulate is None:
-        from energylab.dynamics import PRESETS
-        from energylab.dynamics import simulate_preset as simulate
-    else:
-        from energylab.dynamics import PRESETS
+    from energylab.flows import PRESETS, simulate_preset
+
+    simulate = simulate_preset if simulate is None else simulate
     style = {"description_width": "70px"}
     controls = {
         "n": widgets.IntSlider(value=64, min=4, max=256, step=4, description="tokens n", style=style),
@@ -147,7 +145,7 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     def redraw(_=None):
         params = {k: w.value for k, w in controls.items()}
         traj = simulate(**params)
-        fig = sphere_figure(traj.x[:, 0], traj.t, max_frames=max_frames,
+        fig = sphere_figure(traj.x[:, 0], traj.times, max_frames=max_frames,
                             title=f"{params['preset']}, β = {params['beta']:.3g}")
         out.clear_output(wait=True)
         with out:

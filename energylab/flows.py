@@ -1,4 +1,4 @@
-"""Tokens as particles on the sphere: the self-attention flows SA and USA, their energy, and integrators.
+"""Tokens as particles on the sphere: the self-attention flows SA and USA, and their integrators.
 
 Geshkovski, Letrouit, Polyanskiy & Rigollet (2023), *A mathematical perspective on transformers*, model a deep
 Transformer with normalised residual attention as n particles x_1, ..., x_n on the unit sphere S^{d-1} moving by
@@ -17,8 +17,12 @@ increases along both flows: USA is exactly its gradient ascent, dx_i/dt = n grad
 gradient on the sphere), and along SA dE_beta/dt >= 0 (Geshkovski et al. 2023, Sec. 3). Paper 003 (Tomihari &
 Karakida, Prop. 4.1) states the same fact with the opposite sign, E = -(1/(2 beta)) sum exp(beta x_i^T A x_j).
 
-Shapes: B batch, N tokens (particles), d dimension, H heads, k query/key dimension per head, T saved times.
-Tokens are (B, N, d); weights Q, K are (H, k, d) and V is (H, d, d). Observables live in ``energylab.sphere``.
+The energy is the catalog form ``sphere_interaction`` (:func:`energylab.forms.sphere.sphere_interaction_energy`,
+multi-head through its Q, K); the geometry (tangent projection, normalisation, random tokens) and the observables
+live in :mod:`energylab.sphere`.
+
+Shapes: B batch, N tokens (particles), d dimension, H heads, d_h query/key width per head, S saved states.
+Tokens are (B, N, d); weights Q, K are (H, d_h, d) and V is (H, d, d).
 """
 from __future__ import annotations
 
@@ -30,14 +34,15 @@ import torch
 import torch.nn.functional as F
 
 from energylab._checks import check_count, check_divides, check_int, check_overflow, check_positive, check_tensor
-from energylab.energies import sphere_interaction_energy
+from energylab.forms.sphere import sphere_interaction_energy
+from energylab.sphere import normalize, random_tokens, unit_tangent_projection
 
 UNIT_TOL = 1e-5  # how far from norm 1 an initial token may be (float32 round-off is ~1e-7)
 
 
 @dataclass(frozen=True)
 class SphereWeights:
-    """Per-head attention matrices of the particle system: Q, K of shape (H, k, d), V of shape (H, d, d)."""
+    """Per-head attention matrices of the particle system: Q, K of shape (H, d_h, d), V of shape (H, d, d)."""
 
     Q: torch.Tensor
     K: torch.Tensor
@@ -86,39 +91,23 @@ def preset_weights(name: str, d: int, heads: int = 1, seed: int = 0, dtype=torch
     d = check_int("d", d, minimum=2)
     heads = check_divides("heads", heads, d)
     gen = torch.Generator().manual_seed(seed)
-    k = d // heads
+    d_h = d // heads
     eye = torch.eye(d, dtype=dtype)
-    P = eye.reshape(heads, k, d)  # (H, k, d): head h's block of rows of I
+    P = eye.reshape(heads, d_h, d)  # (H, d_h, d): head h's block of rows of I
     block = P.transpose(1, 2) @ P  # (H, d, d): projection on head h's coordinates
     if name == "identity":
         return SphereWeights(P, P.clone(), block)
     if name == "symmetric":
         G = torch.randn(heads, d, d, generator=gen, dtype=dtype)
-        A = eye + block @ (G + G.transpose(1, 2)) @ block / (2 * math.sqrt(k))  # (H, d, d), symmetric
+        A = eye + block @ (G + G.transpose(1, 2)) @ block / (2 * math.sqrt(d_h))  # (H, d, d), symmetric
         return SphereWeights(P, P @ A, block @ A)
     if name == "random":
-        Q, K = torch.randn(2, heads, k, d, generator=gen, dtype=dtype) / math.sqrt(d)
+        Q, K = torch.randn(2, heads, d_h, d, generator=gen, dtype=dtype) / math.sqrt(d)
         V = torch.randn(heads, d, d, generator=gen, dtype=dtype) / math.sqrt(d)
         return SphereWeights(Q, K, V)
     G = torch.randn(d, d, generator=gen, dtype=dtype)
     omega = (G - G.T) / torch.linalg.matrix_norm(G - G.T, ord=2)  # antisymmetric, ||Omega||_2 = 1
     return SphereWeights(P, P.clone(), block @ (eye + 3.0 * omega))
-
-
-def random_tokens(batch: int, n: int, d: int, seed: int = 0, hemisphere: bool = False,
-                  dtype=torch.float64) -> torch.Tensor:
-    """(B, N, d) tokens uniform on S^{d-1} (or on the open hemisphere x_1 > 0), from their own generator."""
-    batch, n, d = (check_int(name, v, minimum=1) for name, v in (("batch", batch), ("n", n), ("d", d)))
-    gen = torch.Generator().manual_seed(seed)
-    x = F.normalize(torch.randn(batch, n, d, generator=gen, dtype=dtype), dim=-1)
-    if hemisphere:
-        x[..., 0] = x[..., 0].abs()
-    return x
-
-
-def _tangent(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """P_x y = y - <x, y> x for unit x: the unchecked inner-loop twin of ``operators.tangent_projection``."""
-    return y - (x * y).sum(-1, keepdim=True) * x
 
 
 def _check_tokens(name: str, x) -> torch.Tensor:
@@ -162,8 +151,8 @@ def _velocity(x: torch.Tensor, w: SphereWeights, beta: float, normalized: bool, 
     """``velocity`` without input checks, for the integrator's inner loop."""
     n = x.shape[1]
     xs = x.unsqueeze(1)  # (B, 1, N, d), broadcast over heads; matmul dispatches faster than einsum here
-    q = xs @ w.Q.transpose(1, 2)  # (B, H, N, k): Q_h x_i
-    key = xs @ w.K.transpose(1, 2)  # (B, H, N, k): K_h x_j
+    q = xs @ w.Q.transpose(1, 2)  # (B, H, N, d_h): Q_h x_i
+    key = xs @ w.K.transpose(1, 2)  # (B, H, N, d_h): K_h x_j
     v = xs @ w.V.transpose(1, 2)  # (B, H, N, d): V_h x_j
     if normalized:
         y = F.scaled_dot_product_attention(q, key, v, is_causal=causal, scale=beta)  # (B, H, N, d)
@@ -172,30 +161,21 @@ def _velocity(x: torch.Tensor, w: SphereWeights, beta: float, normalized: bool, 
         if causal:
             a = a.tril()  # keep j <= i
         y = a @ v / n  # (B, H, N, d)
-    return _tangent(x, y.sum(1))
+    return unit_tangent_projection(x, y.sum(1))  # x is unit: simulate checked x0 and renormalises
 
 
 def energy(x: torch.Tensor, beta: float, weights: SphereWeights | None = None) -> torch.Tensor:
     """E_beta(x) = 1/(2 beta n^2) sum_h sum_ij exp(beta <Q_h x_i, K_h x_j>): (..., N, d) -> (...).
 
-    Without weights, Q = K = I (one head): that case is ``energies.sphere_interaction_energy``, the catalog's
-    single definition. Geshkovski et al. (2023), Sec. 3.
+    The catalog's energy :func:`energylab.forms.sphere.sphere_interaction_energy` with the Q, K of ``weights``
+    (without weights, Q = K = I and one head). Geshkovski et al. (2023), Sec. 3.
     """
     check_tensor("x", x)
-    if x.dim() < 2:
-        raise ValueError(f"x must have shape (..., N, d), got {tuple(x.shape)}")
-    check_count("x", x, -2)
     beta = _check_beta(beta, allow_zero=False)
     if weights is None:
         return sphere_interaction_energy(x, beta)
-    n = x.shape[-2]
-    w = _check_match(x.reshape(-1, *x.shape[-2:]), weights)
-    q = torch.einsum("hkd,...id->...hik", w.Q, x)  # (..., H, N, k)
-    key = torch.einsum("hkd,...jd->...hjk", w.K, x)  # (..., H, N, k)
-    gram = q @ key.transpose(-1, -2)  # (..., H, N, N): <Q_h x_i, K_h x_j>
-    e = torch.exp(beta * gram).sum((-1, -2, -3)) / (2 * beta * n * n)
-    check_overflow("beta", beta, e, "exp(beta⟨Q_h x_i, K_h x_j⟩)")
-    return e
+    w = _check_match(x, weights)
+    return sphere_interaction_energy(x, beta, w.Q, w.K)
 
 
 @dataclass
@@ -213,15 +193,10 @@ class FlowConfig:
 
 @dataclass
 class Trajectory:
-    """Saved states of a flow: times t of shape (T,), tokens x of shape (T, B, N, d)."""
+    """Saved states of a flow: their times (S,) and the tokens x (S, B, N, d)."""
 
-    t: torch.Tensor
+    times: torch.Tensor
     x: torch.Tensor
-
-
-def normalize(x: torch.Tensor) -> torch.Tensor:
-    """Put each token back on the sphere: x_i / ||x_i||."""
-    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
 
 
 def _flow_step(x: torch.Tensor, w: SphereWeights, config: FlowConfig) -> torch.Tensor:
@@ -258,7 +233,7 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     off = (torch.linalg.vector_norm(x0, dim=-1) - 1).abs().max()
     if off > UNIT_TOL:
         raise ValueError(f"x0 must lie on the unit sphere (|‖x_i‖ - 1| <= {UNIT_TOL}), got {float(off):.3g}; "
-                         "use energylab.dynamics.normalize")
+                         "use energylab.sphere.normalize")
     w = _check_match(x0, weights)
     x, saved, times = x0, [x0], [0]
     for s in range(1, config.steps + 1):
@@ -268,8 +243,8 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
             times.append(s)
     if not config.normalized and not torch.isfinite(x).all():
         raise ValueError(_usa_overflow_message(config, x.dtype))
-    t = torch.tensor(times, dtype=x0.dtype, device=x0.device) * config.step
-    return Trajectory(t=t, x=torch.stack(saved))  # (T,), (T, B, N, d)
+    times = torch.tensor(times, dtype=x0.dtype, device=x0.device) * config.step
+    return Trajectory(times=times, x=torch.stack(saved))  # (S,), (S, B, N, d)
 
 
 def _usa_overflow_message(config: FlowConfig, dtype) -> str:
@@ -286,12 +261,11 @@ def _usa_overflow_message(config: FlowConfig, dtype) -> str:
 def simulate_preset(n: int = 64, beta: float = 1.0, preset: str = "identity", heads: int = 1, step: float = 0.1,
                     steps: int = 200, normalized: bool = True, causal: bool = False, seed: int = 0, d: int = 3,
                     batch: int = 1, hemisphere: bool = False, dtype=torch.float64) -> Trajectory:
-    """One call from knobs to a trajectory: uniform tokens (``random_tokens``) moved by ``preset_weights``."""
+    """One call from knobs to a trajectory: uniform tokens (``sphere.random_tokens``) moved by ``preset_weights``."""
     x0 = random_tokens(batch, n, d, seed=seed, hemisphere=hemisphere, dtype=dtype)
     config = FlowConfig(beta=beta, normalized=normalized, causal=causal, step=step, steps=steps)
     return simulate(x0, preset_weights(preset, d, heads=heads, seed=seed, dtype=dtype), config)
 
 
-__all__ = ["SphereWeights", "PRESETS", "preset_weights", "random_tokens", "velocity", "energy",
-           "FlowConfig", "Trajectory", "normalize", "simulate",
+__all__ = ["SphereWeights", "PRESETS", "preset_weights", "velocity", "energy", "FlowConfig", "Trajectory", "simulate",
            "simulate_preset"]

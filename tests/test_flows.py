@@ -1,30 +1,27 @@
-"""Tokens on the sphere: flows, energy, integrators and cluster observables (energylab.dynamics, .sphere)."""
+"""Tokens on the sphere: flows, energy, integrators and cluster observables (energylab.flows, .sphere)."""
 import math
 
 import pytest
 import torch
 
-from energylab.dynamics import (
-    FlowConfig,
-    SphereWeights,
-    Trajectory,
-    energy,
+from energylab.flows import FlowConfig, SphereWeights, energy, preset_weights, simulate, velocity
+from energylab.sphere import (
+    cluster_labels,
+    count_clusters,
+    mean_cosine,
     normalize,
-    preset_weights,
     random_tokens,
-    simulate,
-    velocity,
+    tangent_projection,
+    time_to_collapse,
 )
-from energylab.operators import tangent_projection
-from energylab.sphere import cluster_labels, count_clusters, mean_cosine, time_to_collapse
 
 B, N, D = 2, 7, 5  # distinct primes so a transposed axis cannot pass
 
 
-def _random_weights(H=3, k=2, d=D, seed=1):
+def _random_weights(H=3, d_h=2, d=D, seed=1):
     g = torch.Generator().manual_seed(seed)
-    return SphereWeights(torch.randn(H, k, d, generator=g, dtype=torch.float64),
-                         torch.randn(H, k, d, generator=g, dtype=torch.float64),
+    return SphereWeights(torch.randn(H, d_h, d, generator=g, dtype=torch.float64),
+                         torch.randn(H, d_h, d, generator=g, dtype=torch.float64),
                          torch.randn(H, d, d, generator=g, dtype=torch.float64))
 
 
@@ -101,13 +98,13 @@ def test_tokens_stay_on_sphere(method):
     x0 = random_tokens(B, N, D, seed=8)
     traj = simulate(x0, _random_weights(), FlowConfig(beta=4.0, step=0.05, steps=1000, method=method,
                                                       save_every=100))
-    assert traj.x.shape == (11, B, N, D) and traj.t[-1] == pytest.approx(50.0)
+    assert traj.x.shape == (11, B, N, D) and traj.times[-1] == pytest.approx(50.0)
     assert (torch.linalg.vector_norm(traj.x, dim=-1) - 1).abs().max() < 1e-12
 
 
 def test_rk4_is_fourth_order_and_euler_first():
     x0 = random_tokens(1, N, 3, seed=9)
-    w = _random_weights(H=1, k=3, d=3)
+    w = _random_weights(H=1, d_h=3, d=3)
 
     def end(method, h):
         return simulate(x0, w, FlowConfig(beta=1.0, step=h, steps=round(1.0 / h), method=method)).x[-1]
@@ -126,7 +123,7 @@ def test_hemisphere_start_collapses_to_one_cluster():
         assert count_clusters(traj.x[0], 0.1).min() > 1
         assert count_clusters(traj.x[-1], 0.1).tolist() == [1, 1]
         assert mean_cosine(traj.x[-1]).min() > 1 - 1e-6
-        t = time_to_collapse(traj, 0.1)
+        t = time_to_collapse(traj.x, traj.times, 0.1)
         assert torch.isfinite(t).all() and (t > 0).all()
 
 
@@ -159,7 +156,7 @@ def test_mean_cosine_hand_values():
 
 def test_time_to_collapse_inf_when_never():
     x = torch.eye(3, dtype=torch.float64).expand(4, 1, 3, 3)
-    assert time_to_collapse(Trajectory(t=torch.arange(4.0), x=x)).tolist() == [math.inf]
+    assert time_to_collapse(x, torch.arange(4.0)).tolist() == [math.inf]
 
 
 @pytest.mark.parametrize("normalized", [True, False])
@@ -179,7 +176,7 @@ def test_causal_token_i_ignores_later_tokens(normalized):
 
 def test_multi_head_shapes_and_sum_over_heads():
     x = random_tokens(B, N, D, seed=13)
-    w = _random_weights(H=3, k=2)
+    w = _random_weights(H=3, d_h=2)
     heads = [SphereWeights(w.Q[h:h + 1], w.K[h:h + 1], w.V[h:h + 1]) for h in range(3)]
     total = sum(velocity(x, wh, 0.7) for wh in heads)
     assert velocity(x, w, 0.7).shape == (B, N, D)
@@ -239,18 +236,18 @@ def test_bad_inputs_name_the_argument():
 
 
 def test_sphere_figure_frames_size_and_errors():
-    from energylab.dynamics import simulate_preset
+    from energylab.flows import simulate_preset
     from energylab.viz.sphere import figure_bytes, sphere_figure
 
     traj = simulate_preset(n=64, beta=4.0, steps=399, step=0.1, seed=0)  # 400 states -> 200 frames
-    fig = sphere_figure(traj.x[:, 0], traj.t)
+    fig = sphere_figure(traj.x[:, 0], traj.times)
     assert len(fig.frames) == 200 and len(fig.layout.sliders[0].steps) == 200
     assert len(fig.frames[7].data[1].x) == 64 and len(fig.frames[7].data[0].x) == 2 * 64  # tokens, ghosts
     assert figure_bytes(fig) <= 1_000_000  # the page budget of one animation
     x5 = random_tokens(1, N, D).expand(3, N, D)  # d = 5 goes through a 3-D projection
     assert len(sphere_figure(x5).data[2].x) == N
     with pytest.raises(ValueError, match="t"):
-        sphere_figure(traj.x[:, 0], traj.t[:-1])
+        sphere_figure(traj.x[:, 0], traj.times[:-1])
     with pytest.raises(ValueError, match="basis"):
         sphere_figure(x5, basis=torch.eye(D, dtype=torch.float64))
     with pytest.raises(ValueError, match="trail"):

@@ -1,0 +1,22 @@
+"""The attention forms of the book, one module per family; importing this package registers every form.
+
+Each family module holds its energies E(x; params) -> scalar, the operators they induce (−∇E, Newton steps,
+projected steps), the samplers of valid instances and its ``register(...)`` calls into :mod:`energylab.catalog`:
+
+- :mod:`~energylab.forms.free_energy`: paper 000, free energies and the attention of one gradient step
+  (softmax, dot product, linear, multi-head);
+- :mod:`~energylab.forms.newton`: paper 000, the Newton forms Att2nd, Att2nd1st, MHA2nd, MHA2nd1st;
+- :mod:`~energylab.forms.hopfield`: modern Hopfield retrieval (Ramsauer et al.);
+- :mod:`~energylab.forms.expressive`: expressive attention (paper 001);
+- :mod:`~energylab.forms.local`: local energies of bare self-attention (paper 002);
+- :mod:`~energylab.forms.sphere`: the sphere interaction energy (Geshkovski et al.) and symmetric SA (paper 003);
+- :mod:`~energylab.forms.hyperspherical`: Hyper-SET and its alternative energies (paper 004).
+
+The import order below is the order of ``catalog.FORMS`` and of the Atlas table. Dependencies point one way:
+the families import :mod:`energylab.catalog`, never the reverse.
+"""
+from energylab.forms import free_energy, newton  # noqa: I001 (registration order = Atlas order)
+from energylab.forms import hopfield, expressive, local, sphere, hyperspherical
+from energylab.forms._common import heads_for
+
+__all__ = ["free_energy", "newton", "hopfield", "expressive", "local", "sphere", "hyperspherical", "heads_for"]
