@@ -4,6 +4,8 @@ Paper 000 (*Transformers as intrinsic optimizers*): a layer is one step z ← z 
 operator of a free energy (:mod:`energylab.operators`); a looped (weight-shared) layer repeats the step with the
 same W (App. A.4). This module holds the generic pieces chapter 2 needs and that no single energy owns:
 
+- :func:`iterate`: apply any update x ← step(x) K times and record the energy of every state (the one loop
+  behind looped layers and Hopfield retrieval, :func:`energylab.experiments.hopfield.retrieve`);
 - :func:`descend`: iterate any operator (optionally projected onto the sphere) and record the energy per step;
 - :func:`multihead_sphere_instance` and :func:`multihead_attention`: an instance satisfying the hypothesis of
   Theorem 2 and the multi-head layer of eq. (11), assembled from the single-head :func:`~energylab.operators.
@@ -24,22 +26,42 @@ from energylab import energies as en
 from energylab import operators as op
 from energylab._checks import check_divides, check_int, check_positive, check_tensor
 
-__all__ = ["Descent", "descend", "multihead_sphere_instance", "multihead_attention", "per_sample_free_energy",
-           "cluster_task", "AlternatingConfig", "AlternatingHistory", "alternating_optimisation"]
+__all__ = ["Descent", "iterate", "descend", "multihead_sphere_instance", "multihead_attention",
+           "per_sample_free_energy", "cluster_task", "AlternatingConfig", "AlternatingHistory",
+           "alternating_optimisation"]
 
 
 # ----------------------------------------------------------------------------- iterating an operator
 @dataclass
 class Descent:
-    """A run of x_{k+1} = x_k + η u(x_k): ``states`` (K+1, *x.shape) and ``energies`` (K+1,) = E(x_k)."""
+    """A run of x_{k+1} = step(x_k): ``states`` (K+1, *x.shape) and ``energies`` (K+1, *e.shape) = E(x_k), where e
+    is what the energy returns for one state (a scalar, or one value per query)."""
 
     states: torch.Tensor
     energies: torch.Tensor
 
     def increases(self, tol: float = 1e-12) -> int:
-        """How many steps raised the energy by more than ``tol`` (relative to the magnitude of E)."""
+        """How many steps raised the energy by more than ``tol`` (relative to the magnitude of E), counted per
+        entry when the energy has one value per query."""
         e = self.energies
         return int(((e[1:] - e[:-1]) > tol * e[:-1].abs().clamp_min(1.0)).sum())
+
+
+def iterate(step: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[torch.Tensor], torch.Tensor],
+            x0: torch.Tensor, steps: int) -> Descent:
+    """x_{k+1} = step(x_k) for k < ``steps``, recording every state and its energy E(x_k), under ``no_grad``.
+
+    ``energy(x)`` may return a scalar or one value per query (then :meth:`Descent.increases` counts per query).
+    """
+    x, states, values = x0, [], []
+    with torch.no_grad():
+        for k in range(steps + 1):
+            states.append(x)
+            values.append(energy(x))
+            if k == steps:
+                break
+            x = step(x)
+    return Descent(torch.stack(states), torch.stack(values))
 
 
 def descend(update: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[torch.Tensor], torch.Tensor],
@@ -52,16 +74,12 @@ def descend(update: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[to
     check_tensor("x0", x0)
     eta = check_positive("eta", eta)
     steps = check_int("steps", steps, minimum=0)
-    x, states, values = x0.detach().clone(), [], []
-    with torch.no_grad():
-        for k in range(steps + 1):
-            states.append(x)
-            values.append(energy(x).sum())
-            if k == steps:
-                break
-            u = update(x)
-            x = op.sphere_step(x, u, eta) if sphere else x + eta * u
-    return Descent(torch.stack(states), torch.stack(values))
+
+    def step(x):
+        u = update(x)
+        return op.sphere_step(x, u, eta) if sphere else x + eta * u
+
+    return iterate(step, lambda x: energy(x).sum(), x0.detach().clone(), steps)
 
 
 # ----------------------------------------------------------------------------- Theorem 2 (multi-head)
