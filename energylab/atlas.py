@@ -25,6 +25,7 @@ from energylab import catalog, modules
 from energylab import operators as op
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
+from energylab.models import count_parameters
 
 __all__ = ["FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "descent_check", "layer_rows",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
@@ -149,7 +150,7 @@ def layer_rows(dim: int = 64, heads: int = 4) -> list[dict]:
                     causal = "no"
         rows.append({"layer": cls.__name__, "form": name, "kind": form.kind, "relation": relation,
                      "operator": f"{form.update.__module__}.{form.update.__name__}",
-                     "parameters": sum(p.numel() for p in layer.parameters()), "causal": causal})
+                     "parameters": count_parameters(layer), "causal": causal})
     return rows
 
 

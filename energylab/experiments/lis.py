@@ -20,7 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from energylab.ensemble import train_ensemble
-from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, count_parameters
+from energylab.models import count_parameters
+from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters
 from energylab.modules import MHA2nd1st, MultiHeadAttention
 from energylab.results import config_record
 from energylab.tasks import lis
