@@ -25,6 +25,7 @@ import torch
 from energylab import catalog, modules
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
+from energylab.models import count_parameters
 from energylab.sphere import sphere_step, tangent_projection
 
 __all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "verify_dim",
@@ -163,7 +164,7 @@ def layer_rows(dim: int = 64, heads: int = 4) -> list[dict]:
                     causal = "no"
         rows.append({"layer": cls.__name__, "form": name, "kind": form.kind, "relation": relation,
                      "operator": f"{form.update.__module__}.{form.update.__name__}",
-                     "parameters": sum(p.numel() for p in layer.parameters()), "causal": causal})
+                     "parameters": count_parameters(layer), "causal": causal})
     return rows
 
 

@@ -1,13 +1,15 @@
 """Attention as repeated descent: iterate an operator while recording its energy, and Algorithm 1.
 
 Paper 000 (*Transformers as intrinsic optimizers*): a layer is one step z ← z + η·u(z) where u = −∇F* is the
-operator of a free energy (:mod:`energylab.operators`); a looped (weight-shared) layer repeats the step with the
+operator of a free energy (:mod:`energylab.forms.free_energy`); a looped (weight-shared) layer repeats the step with the
 same W (App. A.4). This module holds the generic pieces chapter 2 needs and that no single energy owns:
 
+- :func:`iterate`: apply any update x ← step(x) K times and record the energy of every state (the one loop
+  behind looped layers and Hopfield retrieval, :func:`energylab.experiments.hopfield.retrieve`);
 - :func:`descend`: iterate any operator (optionally projected onto the sphere) and record the energy per step;
 - :func:`multihead_sphere_instance` and :func:`multihead_attention`: an instance satisfying the hypothesis of
-  Theorem 2 and the multi-head layer of eq. (11), assembled from the single-head :func:`~energylab.operators.
-  attention_step` with W_{Q,h}ᵀW_{K,h} = W_{1,h}ᵀW_{2,h} and W_{O,h}W_{V,h} = (η/H) W_{1,h}ᵀW_{2,h};
+  Theorem 2 and the multi-head layer of eq. (11), assembled from the single-head
+  :func:`~energylab.forms.free_energy.attention_step` with W_{Q,h}ᵀW_{K,h} = W_{1,h}ᵀW_{2,h} and W_{O,h}W_{V,h} = (η/H) W_{1,h}ᵀW_{2,h};
 - :func:`alternating_optimisation`: Algorithm 1, a one-layer classifier whose forward pass is descent on F* in
   z and whose parameter update is descent on W and on the readout E.
 
@@ -24,27 +26,47 @@ from energylab._checks import check_divides, check_int, check_positive, check_te
 from energylab.forms.free_energy import attention_step, softmax_free_energy
 from energylab.sphere import sphere_step
 
-__all__ = ["Descent", "descend", "multihead_sphere_instance", "multihead_attention", "per_sample_free_energy",
-           "cluster_task", "AlternatingConfig", "AlternatingHistory", "alternating_optimisation"]
+__all__ = ["Descent", "iterate", "descend", "multihead_sphere_instance", "multihead_attention",
+           "per_sample_free_energy", "cluster_task", "AlternatingConfig", "AlternatingHistory",
+           "alternating_optimisation"]
 
 
 # ----------------------------------------------------------------------------- iterating an operator
 @dataclass
 class Descent:
-    """A run of x_{k+1} = x_k + η u(x_k): ``states`` (K+1, *x.shape) and ``energies`` (K+1,) = E(x_k)."""
+    """A run of x_{k+1} = step(x_k): ``states`` (K+1, *x.shape) and ``energies`` (K+1, *e.shape) = E(x_k), where e
+    is what the energy returns for one state (a scalar, or one value per query)."""
 
     states: torch.Tensor
     energies: torch.Tensor
 
     def increases(self, tol: float = 1e-12) -> int:
-        """How many steps raised the energy by more than ``tol`` (relative to the magnitude of E)."""
+        """How many steps raised the energy by more than ``tol`` (relative to the magnitude of E), counted per
+        entry when the energy has one value per query."""
         e = self.energies
         return int(((e[1:] - e[:-1]) > tol * e[:-1].abs().clamp_min(1.0)).sum())
 
 
+def iterate(step: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[torch.Tensor], torch.Tensor],
+            x0: torch.Tensor, steps: int) -> Descent:
+    """x_{k+1} = step(x_k) for k < ``steps``, recording every state and its energy E(x_k), under ``no_grad``.
+
+    ``energy(x)`` may return a scalar or one value per query (then :meth:`Descent.increases` counts per query).
+    """
+    x, states, values = x0, [], []
+    with torch.no_grad():
+        for k in range(steps + 1):
+            states.append(x)
+            values.append(energy(x))
+            if k == steps:
+                break
+            x = step(x)
+    return Descent(torch.stack(states), torch.stack(values))
+
+
 def descend(update: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[torch.Tensor], torch.Tensor],
             x0: torch.Tensor, eta: float, steps: int, sphere: bool = False) -> Descent:
-    """Iterate x ← x + η·update(x) (or the projected :func:`~energylab.operators.sphere_step` when ``sphere``).
+    """Iterate x ← x + η·update(x) (or the projected :func:`~energylab.sphere.sphere_step` when ``sphere``).
 
     ``energy(x)`` may return one value per query; the recorded energy is their sum. Nothing is differentiated:
     the operator is the closed form, so the trajectory is exactly what a looped layer computes.
@@ -52,16 +74,12 @@ def descend(update: Callable[[torch.Tensor], torch.Tensor], energy: Callable[[to
     check_tensor("x0", x0)
     eta = check_positive("eta", eta)
     steps = check_int("steps", steps, minimum=0)
-    x, states, values = x0.detach().clone(), [], []
-    with torch.no_grad():
-        for k in range(steps + 1):
-            states.append(x)
-            values.append(energy(x).sum())
-            if k == steps:
-                break
-            u = update(x)
-            x = sphere_step(x, u, eta) if sphere else x + eta * u
-    return Descent(torch.stack(states), torch.stack(values))
+
+    def step(x):
+        u = update(x)
+        return sphere_step(x, u, eta) if sphere else x + eta * u
+
+    return iterate(step, lambda x: energy(x).sum(), x0.detach().clone(), steps)
 
 
 # ----------------------------------------------------------------------------- Theorem 2 (multi-head)
@@ -92,7 +110,7 @@ def multihead_attention(z: torch.Tensor, H: torch.Tensor, W_QK: torch.Tensor, W_
     """MHA(z) = z + Σ_h Σ_i softmax_i(zᵀ W_QK,h h_i / T) W_OV,h h_i (paper 000, eq. 11).
 
     W_QK, W_OV: (heads, d, d), the products W_{Q,h}ᵀW_{K,h} and W_{O,h}W_{V,h}. Each head is the library's
-    single-head :func:`~energylab.operators.attention_step` minus its residual. z: (..., d)  ->  (..., d).
+    single-head :func:`~energylab.forms.free_energy.attention_step` minus its residual. z: (..., d)  ->  (..., d).
     """
     check_tensor("W_QK", W_QK, ndim=3)
     check_tensor("W_OV", W_OV, ndim=3)
@@ -127,7 +145,7 @@ def cluster_task(n_samples: int, n_tokens: int = 16, dim: int = 8, n_classes: in
 def per_sample_free_energy(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T) -> torch.Tensor:
     """F*(z_m; H_m, W) for M samples, each with its own tokens: z (M, d), H (M, N, d)  ->  (M,).
 
-    The library's :func:`~energylab.energies.softmax_free_energy`, vectorised over samples with ``torch.vmap``.
+    The library's :func:`~energylab.forms.free_energy.softmax_free_energy`, vectorised over samples with ``torch.vmap``.
     """
     check_tensor("H", H, ndim=3)
     return torch.vmap(softmax_free_energy, in_dims=(0, 0, None, None))(z, H, W, T)

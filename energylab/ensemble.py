@@ -40,12 +40,15 @@ from energylab.results import (
 )
 from energylab.train import (
     TrainConfig,
-    _evaluate,
-    _progress,
     check_config,
     diverged,
+    due,
+    evaluate,
+    log_window,
     lr_multiplier,
     make_optimizer,
+    optimizer_step,
+    progress_bar,
     train,
 )
 
@@ -175,7 +178,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
         seed_everything(seeds[0])
     saved = start
     schedule = lr_multiplier(config, config.steps)
-    bar = _progress(config.progress, config.steps, start)
+    bar = progress_bar(config.progress, config.steps, start)
     if start == 0 and config.eval_at_start and eval_fn is not None:
         _eval_members(models, params, buffers, eval_fn, histories, 0)
     for step in range(start, config.steps):
@@ -190,30 +193,19 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
         bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
         if bad:
             raise diverged(f"loss is not finite at step {step} (0-based) for seeds {bad}", step, out_dir, saved)
-        optimizer.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        if config.grad_clip is not None:
-            _clip_per_member([p.grad for p in params.values()], config.grad_clip)
-        for group in optimizer.param_groups:
-            group["lr"] = config.lr * schedule(step)
-        optimizer.step()
+        optimizer_step(optimizer, loss.sum(), config, schedule(step),
+                       lambda max_norm: _clip_per_member([p.grad for p in params.values()], max_norm))
         if after_step is not None:
             after_step(params, step)
 
         done = step + 1
         member_metrics = {k: v.detach().tolist() for k, v in metrics.items()}
-        for i, window in enumerate(windows):
-            for name, v in [("loss", values[i])] + [(k, v[i]) for k, v in member_metrics.items()]:
-                window[name] = window.get(name, 0.0) + v
-            window["_n"] = window.get("_n", 0) + 1
-            if done % config.log_every == 0 or done == config.steps:
-                n = window.pop("_n")
-                histories[i].log(done, {k: v / n for k, v in window.items()})
-                window.clear()
-        if eval_fn is not None and ((config.eval_every and done % config.eval_every == 0) or done == config.steps):
+        for i, (history, window) in enumerate(zip(histories, windows)):
+            log_window(history, window, {"loss": values[i], **{k: v[i] for k, v in member_metrics.items()}}, done,
+                       config.log_every, config.steps)
+        if eval_fn is not None and due(config.eval_every, done, config.steps):
             _eval_members(models, params, buffers, eval_fn, histories, done)
-        if out_dir is not None and ((config.checkpoint_every and done % config.checkpoint_every == 0)
-                                    or done == config.steps):
+        if out_dir is not None and due(config.checkpoint_every, done, config.steps):
             save_checkpoint(out_dir, {
                 "step": done, "seeds": seeds, "params": {k: v.detach() for k, v in params.items()},
                 "buffers": dict(buffers), "optimizer": optimizer.state_dict(),
@@ -260,7 +252,7 @@ def _unstack_into(models, params, buffers) -> None:
 def _eval_members(models, params, buffers, eval_fn, histories, done) -> None:
     _unstack_into(models, params, buffers)
     for model, history in zip(models, histories):
-        history.log(done, _evaluate(model, eval_fn), prefix="eval/")
+        history.log(done, evaluate(model, eval_fn), prefix="eval/")
 
 
 def _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume, identity

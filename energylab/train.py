@@ -158,10 +158,10 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
     amp = (torch.autocast("cuda", dtype=torch.bfloat16) if config.amp and device.type == "cuda"
            else contextlib.nullcontext())
     schedule = lr_multiplier(config, total)
-    bar = _progress(config.progress and rank == 0, total, start)
+    bar = progress_bar(config.progress and rank == 0, total, start)
 
     if start == 0 and config.eval_at_start and eval_fn is not None:
-        history.log(0, _evaluate(model, eval_fn), prefix="eval/")
+        history.log(0, evaluate(model, eval_fn), prefix="eval/")
     model.train()
     for step in range(start, total):
         batch = to_device(feed(step), device)
@@ -176,26 +176,16 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
         value = float(value)
         if not math.isfinite(value):
             raise diverged(f"loss is {value} at step {step} (0-based)", step, out_dir, saved)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if config.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        for group in optimizer.param_groups:
-            group["lr"] = config.lr * schedule(step)
-        optimizer.step()
+        optimizer_step(optimizer, loss, config, schedule(step),
+                       lambda max_norm: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
         if after_step is not None:
             after_step(model, step)
 
         done = step + 1
-        _accumulate(window, {"loss": value, **metrics}, world)
-        if done % config.log_every == 0 or done == total:
-            n = window.pop("_n")
-            history.log(done, {k: v / n for k, v in window.items()})
-            window.clear()
-        if eval_fn is not None and ((config.eval_every and done % config.eval_every == 0) or done == total):
-            history.log(done, _evaluate(model, eval_fn), prefix="eval/")
-        if out_dir is not None and ((config.checkpoint_every and done % config.checkpoint_every == 0)
-                                    or done == total):
+        log_window(history, window, {"loss": value, **_floats(metrics, world)}, done, config.log_every, total)
+        if eval_fn is not None and due(config.eval_every, done, total):
+            history.log(done, evaluate(model, eval_fn), prefix="eval/")
+        if out_dir is not None and due(config.checkpoint_every, done, total):
             save_checkpoint(out_dir, {"step": done, "model": model.state_dict(),
                                       "optimizer": optimizer.state_dict(), "history": history.to_dict(),
                                       "window": dict(window), "rng": get_rng_state(), "identity": ident,
@@ -268,6 +258,57 @@ def lr_multiplier(config: TrainConfig, total: int) -> Callable[[int], float]:
     return factor
 
 
+# ------------------------------------------------------------------ bookkeeping shared with energylab.ensemble
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, config: TrainConfig, factor: float,
+                   clip: Callable[[float], Any]) -> None:
+    """One optimiser step on ``loss``: backward, ``clip(config.grad_clip)`` when clipping is on, the learning rate
+    ``config.lr * factor`` (``factor`` from :func:`lr_multiplier`), ``optimizer.step()``."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.grad_clip is not None:
+        clip(config.grad_clip)
+    for group in optimizer.param_groups:
+        group["lr"] = config.lr * factor
+    optimizer.step()
+
+
+def log_window(history: History, window: dict, metrics: dict[str, float], done: int, log_every: int,
+               total: int) -> None:
+    """Add one step's train ``metrics`` to ``window``; after every ``log_every`` steps (and the last of ``total``)
+    log the window's means in ``history`` at ``done`` completed steps and empty it."""
+    for name, value in metrics.items():
+        window[name] = window.get(name, 0.0) + value
+    window["_n"] = window.get("_n", 0) + 1
+    if done % log_every == 0 or done == total:
+        n = window.pop("_n")
+        history.log(done, {k: v / n for k, v in window.items()})
+        window.clear()
+
+
+def due(every: int, done: int, total: int) -> bool:
+    """Whether an evaluation or checkpoint made ``every`` steps (0 = only at the end) is due after ``done``."""
+    return bool(every and done % every == 0) or done == total
+
+
+def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], dict]) -> dict[str, float]:
+    """``eval_fn(model)`` in eval mode under ``torch.no_grad``, as Python numbers; the model is left in train mode."""
+    model.eval()
+    with torch.no_grad():
+        metrics = eval_fn(model)
+    model.train()
+    return {k: float(v) for k, v in metrics.items()}
+
+
+def progress_bar(enabled: bool, total: int, start: int):
+    """A tqdm.auto bar over ``total`` steps from ``start`` (disabled when not ``enabled``)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=start, disable=not enabled, desc="train", dynamic_ncols=True,
+                mininterval=0.5)
+
+
 # ------------------------------------------------------------------------------- data, devices, DDP
 
 
@@ -316,29 +357,17 @@ def _total_steps(config: TrainConfig, batches) -> int:
     return config.epochs * len(batches)
 
 
-def _accumulate(window: dict, metrics: dict, world: int) -> None:
+def _floats(metrics: dict, world: int) -> dict[str, float]:
+    """Metrics as Python numbers; tensors averaged over the ranks under DDP."""
+    out = {}
     for name, value in metrics.items():
         if isinstance(value, torch.Tensor):
             value = value.detach()
-            if world > 1 and name != "loss":
+            if world > 1 and name != "loss":  # the loss is averaged already
                 value = value.clone()
                 torch.distributed.all_reduce(value)
                 value /= world
             value = float(value)
-        window[name] = window.get(name, 0.0) + value
-    window["_n"] = window.get("_n", 0) + 1
+        out[name] = value
+    return out
 
-
-def _evaluate(model: nn.Module, eval_fn) -> dict:
-    model.eval()
-    with torch.no_grad():
-        metrics = eval_fn(model)
-    model.train()
-    return {k: float(v) for k, v in metrics.items()}
-
-
-def _progress(enabled: bool, total: int, start: int):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=start, disable=not enabled, desc="train", dynamic_ncols=True,
-                mininterval=0.5)

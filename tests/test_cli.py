@@ -222,6 +222,24 @@ def test_registry_helpers():
     assert isinstance(History(), History)
 
 
+def test_every_experiment_follows_the_convention():
+    import dataclasses
+    import inspect
+    import typing
+
+    assert set(experiments.EXPERIMENTS) >= {"nt", "lis", "attractor", "hopfield"}
+    for name in experiments.EXPERIMENTS:
+        module = experiments.get_experiment(name)
+        assert dataclasses.is_dataclass(module.Config) and not hasattr(module.Config, "preset"), name
+        assert set(module.PROFILES) == {"quick", "full"} == set(module.COST), name
+        assert all(type(c) is module.Config for c in module.PROFILES.values()), name
+        assert {"seed", "device"} <= {f.name for f in dataclasses.fields(module.Config)}, name
+        assert list(inspect.signature(module.run).parameters) == ["config", "out_dir", "resume"], name
+        assert typing.get_type_hints(module.run)["return"] is Results, name
+
+
 def test_module_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "energylab", "list"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "nt" in proc.stdout
+    assert proc.returncode == 0
+    for name in ("nt", "lis", "attractor", "hopfield"):
+        assert {"quick", "full"} <= {line.split()[1] for line in proc.stdout.splitlines() if line.split()[:1] == [name]}

@@ -23,8 +23,9 @@ def _patterns(seed, P=13, d=11, scale=1.0):
 def test_update_decreases_the_energy_monotonically(seed, beta):
     g, X = _patterns(seed)
     xi = 3 * torch.randn(5, X.shape[1], generator=g)
-    states, E = hp.retrieve(xi, X, beta, steps=25)
-    assert ((E[1:] - E[:-1]) <= 1e-12 * E[:-1].abs().clamp_min(1)).all()
+    r = hp.retrieve(xi, X, beta, steps=25)
+    states, E = r.states, r.energies
+    assert ((E[1:] - E[:-1]) <= 1e-12 * E[:-1].abs().clamp_min(1)).all() and r.increases() == 0
     # the CCCP step is a gradient step of rate 1: ξ + (−∇E) = X softmax(β Xᵀξ)
     assert torch.allclose(states[1], torch.softmax(beta * xi @ X.T, -1) @ X, rtol=1e-12, atol=1e-13)
 
@@ -77,27 +78,46 @@ def test_self_attention_has_no_such_energy():
 
 @pytest.fixture(scope="module")
 def quick():
-    return hp.run(hp.Config(n_patterns=(10, 100), betas=(2.0, 16.0, 512.0), n_queries=40, example_patterns=100,
-                            n_examples=2))
+    from energylab import experiments
+
+    return hp.run(experiments.get_config("hopfield", n_patterns=(10, 100), betas=(2.0, 16.0, 512.0), n_queries=40,
+                                         example_patterns=100, n_examples=2))
 
 
 def test_experiment_claims_at_quick_scale(quick):
     r = quick
-    assert r.energy_increases == 0  # CCCP: never up
-    assert r.violations == 0  # every query meeting the one-step condition was retrieved in one step
-    assert (r.accuracy[:, 0] == 0).all()  # low β: no memory is retrieved...
-    assert (r.participation[:, 0] > 0.9 * torch.tensor([10.0, 100.0])).all()  # ... the state averages them all
-    assert (r.accuracy[:, -1] >= 0.85).all()  # high β retrieves
-    assert (r.participation[:, -1] < 1.05).all()
-    assert (r.predicted <= r.one_step_accuracy + 1e-12).all()
-    assert r.own_class_weight[1, 1] > 0.5  # intermediate β, P = 100: the weight sits on the query's own class
-    assert set(r.examples["retrieved"]) == {2.0, 16.0, 512.0}
-    assert r.examples["original"].shape == (2, 28, 28)
+    accuracy, participation = hp.grid(r, "accuracy"), hp.grid(r, "participation")
+    assert r.final["energy_increases"] == 0  # CCCP: never up
+    assert r.final["violations"] == 0  # every query meeting the one-step condition was retrieved in one step
+    assert (accuracy[:, 0] == 0).all()  # low β: no memory is retrieved...
+    assert (participation[:, 0] > 0.9 * torch.tensor([10.0, 100.0])).all()  # ... the state averages them all
+    assert (accuracy[:, -1] >= 0.85).all()  # high β retrieves
+    assert (participation[:, -1] < 1.05).all()
+    assert (hp.grid(r, "predicted") <= hp.grid(r, "one_step_accuracy") + 1e-12).all()
+    assert hp.grid(r, "own_class_weight")[1, 1] > 0.5  # intermediate β, P = 100: the weight sits on the own class
+    assert len(r.extra["examples"]["retrieved"]) == 3
+    assert torch.tensor(r.extra["examples"]["original"]).shape == (2, 28, 28)
+    assert [(row["P"], row["beta"]) for row in r.tables["grid"]][:4] == [(10, 2.0), (10, 16.0), (10, 512.0), (100, 2.0)]
+    with pytest.raises(ValueError, match="metric"):
+        hp.grid(r, "recall")
+
+
+def test_experiment_runs_from_the_command_line(tmp_path):
+    from energylab.__main__ import main
+    from energylab.results import Results
+
+    out = str(tmp_path / "hop")
+    assert main(["run", "hopfield", "--device", "cpu", "--out", out, "--set", "n_patterns=(10,)",
+                 "--set", "betas=(8.0,)", "--set", "n_queries=8", "--set", "example_patterns=10"]) == 0
+    res = Results.load(out)
+    assert res.experiment == "hopfield" and len(res.tables["grid"]) == 1 and res.final["energy_increases"] == 0
 
 
 def test_experiment_validates():
+    from energylab import experiments
+
     with pytest.raises(ValueError, match="profile"):
-        hp.Config.preset("huge")
+        experiments.get_config("hopfield", "huge")
     with pytest.raises(ValueError, match="corruption"):
         hp.corrupt(torch.zeros(2, 28, 28), hp.Config(corruption="blur"), torch.Generator())
     with pytest.raises(ValueError, match="n_patterns"):
@@ -108,8 +128,10 @@ def test_figures(quick):
     from energylab.viz import hopfield as hopfield_viz
 
     r = quick
-    fig = hopfield_viz.retrieval_figure(r.config.n_patterns, r.config.betas, r.accuracy, r.predicted)
-    assert len(fig.data) == 2 * len(r.config.betas) and len(fig.layout.sliders[0].steps) == 1 + len(r.config.betas)
-    assert list(fig.data[-2].y) == [round(float(v), 4) for v in r.accuracy[:, -1]]
-    fig = hopfield_viz.metastable_figure(r.config.n_patterns, r.config.betas, r.participation, r.own_class_weight)
+    P, betas = r.config["n_patterns"], r.config["betas"]
+    accuracy, predicted = hp.grid(r, "accuracy"), hp.grid(r, "predicted")
+    fig = hopfield_viz.retrieval_figure(P, betas, accuracy, predicted)
+    assert len(fig.data) == 2 * len(betas) and len(fig.layout.sliders[0].steps) == 1 + len(betas)
+    assert list(fig.data[-2].y) == [round(float(v), 4) for v in accuracy[:, -1]]
+    fig = hopfield_viz.metastable_figure(P, betas, hp.grid(r, "participation"), hp.grid(r, "own_class_weight"))
     assert len(fig.data) == 2

@@ -4,8 +4,9 @@ import dataclasses
 import pytest
 import torch
 
-from energylab.models.nt import NTModel, NTModelConfig, accuracy, parameter_count, squared_error
-from energylab.tasks import nt
+from energylab.models import count_parameters
+from energylab.models.nt import NTModel, NTModelConfig, accuracy, squared_error
+from energylab.tasks import nt, one_hot
 
 
 def test_cycle_structure_matches_the_paper():
@@ -65,12 +66,15 @@ def test_windows_and_one_hot():
     xb, yb = nt.batch(16, 2, 13, 40, generator=torch.Generator().manual_seed(0))
     assert xb.shape == (40, 13) and yb.shape == (40,)
     assert torch.equal(xb[1:, -1], yb[:-1])  # consecutive predictions of one series
-    e = nt.one_hot(torch.tensor([[0, 2], [1, 1]]), 3)
-    assert e.shape == (2, 2, 3) and e.sum().item() == 4 and e[0, 1, 2].item() == 1
+    e = one_hot(torch.tensor([[0, 2], [1, 1]]), 3)
+    assert e.shape == (2, 2, 3) and e.sum().item() == 4 and e[0, 1, 2].item() == 1 and e.dtype == torch.float32
+    assert torch.equal(one_hot(xb, 16, torch.float64), torch.nn.functional.one_hot(xb, 16).double())
+    assert torch.vmap(lambda s: one_hot(s, 16))(xb[:4]).shape == (4, 13, 16)  # runs under vmap (the ensemble)
+    assert one_hot(torch.tensor([3]), 3).sum() == 0  # out of range: a zero row (vmap cannot check values)
     with pytest.raises(ValueError, match="n_con"):
         nt.windows(x, 9, 3)
-    with pytest.raises(ValueError, match="symbols must lie"):
-        nt.one_hot(torch.tensor([3]), 3)
+    with pytest.raises(TypeError, match="integer"):
+        one_hot(torch.tensor([1.0]), 3)
 
 
 @pytest.mark.parametrize("kwargs,name", [({"N": 1}, "N"), ({"tau": 0}, "tau"), ({"variant": "NT-X"}, "variant"),
@@ -88,12 +92,12 @@ def test_bad_task_arguments_name_the_argument(kwargs, name):
 
 
 def test_parameter_counts_match_the_paper():
-    assert parameter_count(NTModel(NTModelConfig(N=2, n_con=16))) == 802
-    big = parameter_count(NTModel(NTModelConfig(N=16, n_con=128)))
+    assert count_parameters(NTModel(NTModelConfig(N=2, n_con=16))) == 802
+    big = count_parameters(NTModel(NTModelConfig(N=16, n_con=128)))
     assert 3.5e5 < big < 4.5e5  # paper: "about 4·10^5"
-    shared = parameter_count(NTModel(NTModelConfig(N=2, n_con=16, per_position=False)))
+    shared = count_parameters(NTModel(NTModelConfig(N=2, n_con=16, per_position=False)))
     assert shared == 3 * 4 + 2 * 2 * 8 + 2 + 32 * 2 + 2  # one bilayer + the readout
-    affine = parameter_count(NTModel(NTModelConfig(N=2, n_con=16, affine=True)))
+    affine = count_parameters(NTModel(NTModelConfig(N=2, n_con=16, affine=True)))
     assert affine == 802 + 16 * (8 + 2 * 2 * 2)  # + b_1 and two LayerNorms (γ, β) per position
 
 
@@ -135,7 +139,7 @@ def test_nt_experiment_tiny_run_learns_and_reports():
     assert h.steps["eval/acc"] == [0, 20, 40, 60]
     assert [r["attention"] for r in res.tables["final"]] == ["DPA", "EA"]
     assert len(res.extra["attention"]["N5T1-8/DPA"]) == 8
-    assert res.extra["parameters"]["N5T1-8"]["ours"] == parameter_count(exp.make_model(run, "EA"))
+    assert res.extra["parameters"]["N5T1-8"]["ours"] == count_parameters(exp.make_model(run, "EA"))
     for a in ("DPA", "EA"):
         assert res.final[f"N5T1-8/{a}/acc_mean"] > 0.3  # well above chance (0.2) after 60 epochs
     again = exp.run(cfg)

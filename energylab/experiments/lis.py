@@ -20,11 +20,12 @@ import torch
 import torch.nn.functional as F
 
 from energylab.ensemble import train_ensemble
-from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, count_parameters
+from energylab.models import count_parameters
+from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters
 from energylab.modules import MHA2nd1st, MultiHeadAttention
-from energylab.results import config_record
+from energylab.results import History, Results, config_record
 from energylab.tasks import lis
-from energylab.train import History, Results, TrainConfig, train
+from energylab.train import TrainConfig, train
 
 # the paper's four variants: name -> (attention layer, with FFN)
 VARIANTS = {
@@ -60,11 +61,11 @@ class Config:
 
 
 PROFILES = {
-    "full": Config(),
     # One small cell a CPU trains in seconds: L = 4, d = 32, two seeds as one vmapped ensemble, 96 steps at lr 3e-3
     # (30x the paper's, to get anywhere in a hundred steps); accuracy over the last 2 of 6 epochs.
     "quick": Config(lengths=(4,), dims=(32,), high=24, n_train=512, n_test=256, epochs=6, batch_size=32,
                     lr=3e-3, last_k=2, seeds=(0, 1), progress=False),
+    "full": Config(),
 }
 COST = {
     "quick": "15-35 s on one CPU thread (4 variants x 2 seeds x 96 steps)",
@@ -143,7 +144,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     unknown = sorted(set(config.variants) - set(VARIANTS))
     if unknown:
         raise ValueError(f"unknown variants {unknown}; valid: {list(VARIANTS)}")
-    results = Results(experiment="lis", config=dataclasses.asdict(config))
+    results = Results(experiment="lis", config=config_record(config))
     rows, steps_per_epoch = [], {}
     for length in config.lengths:
         data = lis.make_data(length, config.n_train, config.n_test, config.high, seed=config.data_seed)

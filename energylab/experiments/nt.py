@@ -9,7 +9,6 @@ Accuracy is measured on fixed held-out series (N_eval series × 50 predictions) 
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -17,10 +16,11 @@ import torch
 
 from energylab._setup import choose_device
 from energylab.ensemble import train_ensemble
-from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, parameter_count, squared_error
-from energylab.results import config_record
+from energylab.models import count_parameters
+from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, squared_error
+from energylab.results import Results, config_record
 from energylab.tasks import nt as tasks
-from energylab.train import Results, TrainConfig
+from energylab.train import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                          f"got {config.eval_every!r}")
     device = choose_device(config.device)
     seeds = [config.seed + i for i in range(config.seeds)]
-    results = Results("nt", dataclasses.asdict(config))
+    results = Results("nt", config_record(config))
     results.extra.update(attention={}, parameters={}, device=str(device))
     rows = []
     for r, task in enumerate(config.runs):
@@ -180,6 +180,6 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                 _, a = ens.models[0](x[:config.attention_maps].to(device), return_attention=True)
             results.extra["attention"][label] = a.mean(0).cpu().tolist()  # (N_con, N_con), seed 0
             results.extra["parameters"][task.name] = {
-                "ours": parameter_count(ens.models[0]), "paper": PAPER_PARAMETERS.get((task.N, task.n_con))}
+                "ours": count_parameters(ens.models[0]), "paper": PAPER_PARAMETERS.get((task.N, task.n_con))}
     results.tables["final"] = rows
     return results

@@ -23,6 +23,7 @@ from torch import nn
 
 from energylab.forms.expressive import expressive_weights
 from energylab.forms.free_energy import dot_product_weights
+from energylab.tasks import one_hot
 
 ATTENTIONS = ("DPA", "EA")
 PAPER_PARAMETERS = {(2, 16): 802, (16, 128): 400_000}  # (N, N_con) -> count quoted in paper 001 (≈ for the 2nd)
@@ -67,7 +68,7 @@ class NTModel(nn.Module):
         n, d = self.config.n_con, self.config.N
         if symbols.dim() != 2 or symbols.shape[1] != n:
             raise ValueError(f"symbols must have shape (B, N_con={n}), got {tuple(symbols.shape)}")
-        x = _one_hot(symbols, d, self.W_Q.dtype)  # (B, n, d)
+        x = one_hot(symbols, d, self.W_Q.dtype)  # (B, n, d)
         u = self._layer_norm(x, 0)  # LN_1, (B, n, d)
         q = torch.einsum("med,bmd->bme", self.W_Q, u)  # Q_m = W_Q[m] u_m: (B, n, d)
         k = torch.einsum("med,bmd->bme", self.W_K, u)
@@ -93,7 +94,7 @@ def squared_error(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     Averaged over the d outputs as well as the batch (PyTorch's ``MSELoss`` default); summing over d instead
     multiplies the gradient by d and makes SGD at the paper's lr 0.02 diverge for N = 16.
     """
-    return ((out - _one_hot(targets, out.shape[-1], out.dtype)) ** 2).mean()
+    return ((out - one_hot(targets, out.shape[-1], out.dtype)) ** 2).mean()
 
 
 def accuracy(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -101,11 +102,3 @@ def accuracy(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return (out.argmax(-1) == targets).to(out.dtype).mean()
 
 
-def _one_hot(symbols: torch.Tensor, d: int, dtype: torch.dtype) -> torch.Tensor:
-    """e_x for integer symbols, (...,) -> (..., d); a comparison, so it also runs under torch.func.vmap."""
-    return (symbols.unsqueeze(-1) == torch.arange(d, device=symbols.device)).to(dtype)
-
-
-def parameter_count(model: nn.Module) -> int:
-    """Number of trainable scalars."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from energylab.models import count_parameters
 from energylab.modules import MultiHeadAttention
 
 AttentionFactory = Callable[[int, int], nn.Module]
@@ -116,11 +117,6 @@ class Transformer(nn.Module):
         if self.readout is None:
             return x @ self.embed.weight.T  # (B, N, V), tied readout
         return self.readout(x)  # (B, N, V)
-
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable scalars (shared tensors counted once)."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
 def attention_parameters(model: Transformer) -> list[int]:

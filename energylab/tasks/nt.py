@@ -83,15 +83,6 @@ def windows(x: torch.Tensor, n_con: int, n_predict: int | None = None) -> tuple[
     return w[..., :n_con].reshape(-1, n_con), w[..., n_con].reshape(-1)
 
 
-def one_hot(symbols: torch.Tensor, N: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Orthogonal embedding of the N symbols: (...,) int  ->  (..., N) float, e_x."""
-    if symbols.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8):
-        raise TypeError(f"symbols must be an integer tensor, got {symbols.dtype}")
-    if symbols.numel() and (int(symbols.min()) < 0 or int(symbols.max()) >= N):
-        raise ValueError(f"symbols must lie in [0, N={N}), got range [{int(symbols.min())}, {int(symbols.max())}]")
-    return torch.nn.functional.one_hot(symbols.long(), N).to(dtype)
-
-
 def batch(N: int, tau: int, n_con: int, n_predict: int, variant: str = "NT", n_series: int = 1,
           generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """One epoch of the paper's protocol: a fresh series, its first N_con symbols as context, then the next
