@@ -9,7 +9,8 @@ same W (App. A.4). This module holds the generic pieces chapter 2 needs and that
 - :func:`descend`: iterate any operator (optionally projected onto the sphere) and record the energy per step;
 - :func:`multihead_sphere_instance` and :func:`multihead_attention`: an instance satisfying the hypothesis of
   Theorem 2 and the multi-head layer of eq. (11), assembled from the single-head
-  :func:`~energylab.forms.free_energy.attention_step` with W_{Q,h}ᵀW_{K,h} = W_{1,h}ᵀW_{2,h} and W_{O,h}W_{V,h} = (η/H) W_{1,h}ᵀW_{2,h};
+  :func:`~energylab.forms.free_energy.attention_step` with W_{Q,h}ᵀW_{K,h} = W_{1,h}ᵀW_{2,h} and W_{O,h}W_{V,h}
+  = (η/H) W_{1,h}ᵀW_{2,h};
 - :func:`alternating_optimisation`: Algorithm 1, a one-layer classifier whose forward pass is descent on F* in
   z and whose parameter update is descent on W and on the readout E.
 
