@@ -21,9 +21,11 @@ import base64
 import functools
 import http.server
 import json
+import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -159,16 +161,27 @@ def start_chromium(profile_dir: str) -> tuple[subprocess.Popen, str]:
     exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if exe is None:
         sys.exit("smoke_site: Chromium not found (Debian: apt-get install chromium)")
+    # its own process group, so that stop_chromium ends the renderers and helpers too
     proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
-                             "about:blank"], stderr=subprocess.PIPE, text=True)
+                             "about:blank"], stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.time() + 30
     while time.time() < deadline:
         line = proc.stderr.readline()
         match = re.search(r"DevTools listening on (ws://\S+)", line)
         if match:
             return proc, match.group(1)
-    proc.kill()
+    stop_chromium(proc)
     sys.exit("smoke_site: Chromium did not start")
+
+
+def stop_chromium(proc: subprocess.Popen) -> None:
+    """Kill Chromium's whole process group and wait for it: a helper still writing into the profile folder made
+    its removal fail once, after every page had passed."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
 
 
 def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
@@ -293,7 +306,7 @@ def main(argv=None) -> int:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     server, port = serve(SITE)
     failures = {}
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc, ws_url = start_chromium(profile)
         try:
             cdp = CDP(ws_url)
@@ -304,7 +317,7 @@ def main(argv=None) -> int:
                 if problems:
                     failures[page] = problems
         finally:
-            proc.kill()
+            stop_chromium(proc)
             server.shutdown()
     for page, problems in failures.items():
         print(f"FAIL {page}:")
