@@ -5,6 +5,7 @@ import torch
 
 from energylab.tasks import sudoku as S
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS
+from energylab.tasks.sudoku_hard import catalogue, catalogue_counts, generate_hard, transform
 from energylab.viz.sudoku import board_figure, givens_figure
 
 BOX = {4: (2, 2), 6: (2, 3), 9: (3, 3)}  # written here, not imported: the checks below are independent
@@ -166,3 +167,24 @@ def test_figures_of_small_boards():
         board_figure(puzzles[0], np.zeros((4, 4)))
     fig = givens_figure({"4x4": S.generate(4, seed=0, size=4)[0]})
     assert set(fig.data[0].x) <= {6, 7, 8}
+
+
+def test_hard_catalogue_and_symmetries(tmp_path):
+    counts = catalogue_counts()
+    assert min(counts) == 17 and counts[17] == 2 and max(counts) <= 21
+    puzzles, solutions = catalogue()
+    rng = np.random.default_rng(0)
+    for p, s in zip(puzzles[:3], solutions[:3]):
+        q, t = transform(p, s, rng)
+        assert (q > 0).sum() == (p > 0).sum() and S.count_solutions(q) == 1 and np.array_equal(S.solve(q), t)
+        assert sorted(np.bincount(q[q > 0], minlength=10)) == sorted(np.bincount(p[p > 0], minlength=10))
+    hp, hs = generate_hard(36, (17, 34), seed=3)
+    assert np.bincount((hp > 0).reshape(36, -1).sum(1), minlength=35)[17:].tolist() == [2] * 18
+    assert all(np.array_equal(S.solve(p), s) and S.count_solutions(p) == 1 for p, s in zip(hp[:6], hs[:6]))
+    again = generate_hard(36, (17, 34), seed=3)
+    assert np.array_equal(again[0], hp)
+    ds = S.SudokuDataset(hp, hs)  # valid grids agreeing with their givens
+    assert len(ds) == 36
+    named = S.sudoku_dataset(S.SudokuSetConfig((17, 34), n_train=4, n_test=18, hard=True), "test", cache_dir=tmp_path)
+    assert sorted(named.givens().tolist()) == list(range(17, 35))
+    assert S.NAMED_SETS["rrn-17"].hard and S.NAMED_SETS["rrn-17"].givens == (17, 34)
