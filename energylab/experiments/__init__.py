@@ -45,6 +45,7 @@ EXPERIMENTS = {
     # paper 000: MHA vs MHA2nd1st (with/without FFN) on the longest increasing subsequence
     "lis": "energylab.experiments.lis",
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
+    "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
 }
 
 
