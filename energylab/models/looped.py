@@ -94,7 +94,9 @@ class LoopedModel(nn.Module):
         self.config = config
         n, d = config.size, config.dim
         self.embed = nn.Embedding(n + 1, d)  # token 0 = blank, 1..n = digits
-        self.pos = nn.Parameter(torch.randn(n * n, d) * 0.02)  # (N, d) learnable positions
+        # (N, d) learnable positions, N(0, 1) like the digit embedding: at 0.02 the positions are drowned by the
+        # digits and training sits on a plateau (measured: 36% vs 94% cell accuracy on 4×4 after 320 steps)
+        self.pos = nn.Parameter(torch.randn(n * n, d))
         self.layer = LAYERS[config.layer](d, config.heads, config.ffn_mult)
         self.norm = nn.RMSNorm(d)
         self.head = nn.Linear(d, n, bias=False)
