@@ -16,6 +16,7 @@ import numpy as np
 
 from energylab.bench import median_time
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
+from energylab.tasks.sudoku_hard import generate_hard
 from energylab.tasks.sudoku_solver import count_solutions
 
 
@@ -125,6 +126,11 @@ def run(quick: bool = True) -> list[dict]:
             if n_ref else (None, None)
         rows.append({"case": label, "ours_per_s": ours[0], "ours_per_cpu_s": ours[1], "reference_per_cpu_s": ref[1],
                      "speedup": ours[1] / ref[1] if ref[1] else None})
+    n_hard = 300 if quick else 3000
+    seeds = iter(range(1, 10**6))
+    ours = _rates(lambda: generate_hard(n_hard, (17, 34), seed=next(seeds)), n_hard, repeats, warmup=1)
+    rows.append({"case": "generate_hard 17-34 (catalogue + symmetries)", "ours_per_s": ours[0],
+                 "ours_per_cpu_s": ours[1], "reference_per_cpu_s": None, "speedup": None})
     puzzles, _ = generate(100 if quick else 1000, (31, 42), seed=7)
     flats = [[int(v) for v in p.reshape(81)] for p in puzzles]
     ours = _rates(lambda: [count_solutions(p) for p in puzzles], len(puzzles), repeats, warmup=1)

@@ -5,16 +5,21 @@ Random digging (``energylab.tasks.sudoku_generate``) rarely gets below 22 givens
 did, from a catalogue we can ship:
 
 1. **The catalogue** (``sudoku_hard.txt`` next to this file, one ``givens puzzle solution`` line per board):
-   minimal puzzles with 18–21 givens found once by a longer search (random digs, each followed by a 60-step
-   ``_walk_down`` towards 17 givens; about 2 boards/s at 21 givens, 0.2/s at 20, rarely 19 on one core), plus
-   the two public 17-clue puzzles of our tests (one from Royle's collection, Wikipedia's "hard for brute
-   force" one). ``catalogue_counts()`` says how many boards of each count it holds: 17 has only those two.
+   minimal puzzles with 19–21 givens found once by a longer search (1,091 random digs, each followed by a
+   60-step ``_walk_down`` towards 17 givens, 15 min of one shared core: 725 boards with 21 givens (0.8/s),
+   161 with 20 (0.18/s), 5 with 19 (one per 3 min), none with 18 or 17), plus the two public 17-clue puzzles
+   of our tests (one from Royle's collection, Wikipedia's "hard for brute force" one).
+   ``catalogue_counts()`` says how many boards of each count it holds: 17 has only those two, 18 none.
 2. **Symmetries** (:func:`transform`): digit relabelling, row permutations within bands, band permutations,
    column permutations within stacks, stack permutations and the transpose keep a puzzle unique and keep its
    number of givens; they map one puzzle to up to 9!·6⁸·2 ≈ 1.2·10¹² boards, all *equivalent* to it (the same
    reasoning solves them). So a set built this way has few distinct puzzles at its lowest counts.
 3. **Adding givens back** from the solution (any superset of a unique puzzle's givens is unique), to reach
    every count from the seed's up to 34, as RRN did.
+
+Distinct seeds (puzzles up to symmetry, before givens are added) behind a board with k givens: 2 for k = 17
+and 18, 7 for 19, 168 for 20, 893 from 21 on. So the 17–19 boards are many views of a handful of puzzles:
+honest about RRN's range, far from its 49k distinct 17-clue puzzles.
 
 Use it as an out-of-distribution **test** set: train and test sets built here share catalogue seeds, so do
 not train on one and test on the other. Rate: thousands of boards per second at every count (numpy only).
