@@ -64,7 +64,7 @@ class Config:
 
 
 PROFILES = {
-    # 4×4, d = 64, T = 8: measured 93 s on one CPU thread (1,170 steps, data and evaluation included);
+    # 4×4, d = 64, T = 8: measured 78-93 s on one CPU thread (1,170 steps, data and evaluation included);
     # 4x4-id 97% / 4x4-ood 79% boards at T = 8, 98% / 87% at T = 32
     "quick": Config(progress=False),
     # 6×6 (2×3 boxes) for one CPU core: 5,600 steps at about 0.18 s (measured per step): about 17 min
@@ -88,7 +88,7 @@ PROFILES = {
                             warmup_steps=0, grad_clip=1.0, eval_every=5000, amp=True),
 }
 COST = {
-    "quick": "about 1.5 min on one CPU thread (measured 93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
+    "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
     "medium-cpu": "about 17-20 min on one CPU core (6x6 boards, d = 64, 5,600 steps at about 0.18 s)",
     "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
               "about 16 h on one CPU core (11 s/step measured)",

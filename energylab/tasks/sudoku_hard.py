@@ -4,12 +4,15 @@ RRN's boards (Palm et al. 2018) are Royle's 17-clue puzzles with 0–17 givens a
 Random digging (``energylab.tasks.sudoku_generate``) rarely gets below 22 givens, so this module does what RRN
 did, from a catalogue we can ship:
 
-1. **The catalogue** (``sudoku_hard.txt`` next to this file, one ``givens puzzle solution`` line per board):
-   minimal puzzles with 19–21 givens found once by a longer search (1,091 random digs, each followed by a
-   60-step ``_walk_down`` towards 17 givens, 15 min of one shared core: 725 boards with 21 givens (0.8/s),
-   161 with 20 (0.18/s), 5 with 19 (one per 3 min), none with 18 or 17), plus the two public 17-clue puzzles
-   of our tests (one from Royle's collection, Wikipedia's "hard for brute force" one).
-   ``catalogue_counts()`` says how many boards of each count it holds: 17 has only those two, 18 none.
+1. **The catalogue** (``sudoku_hard.txt`` next to this file, one ``givens puzzle solution`` line per board,
+   each certified unique by our solver when written; ``catalogue_counts()`` gives the counts):
+   * 21, 20, 19 givens: minimal puzzles found once by a longer search (1,091 random digs, each followed by a
+     60-step ``_walk_down`` towards 17 givens, 15 min of one shared core: 725 boards with 21 givens (0.8/s),
+     161 with 20 (0.18/s), 5 with 19 (one per 3 min), none with 18 or 17);
+   * 17: the two public 17-clue puzzles of our tests (one from Royle's collection, Wikipedia's "hard for brute
+     force" one) and 3 of their {-1, +1} neighbours (remove a clue, enumerate every solution, add back a clue
+     that exactly one solution has: one clue moved, so close relatives);
+   * 18: 2, and 19: 2 more, by {-2, +1} moves from the 19s and 20s (2 min; about one per minute).
 2. **Symmetries** (:func:`transform`): digit relabelling, row permutations within bands, band permutations,
    column permutations within stacks, stack permutations and the transpose keep a puzzle unique and keep its
    number of givens; they map one puzzle to up to 9!·6⁸·2 ≈ 1.2·10¹² boards, all *equivalent* to it (the same
@@ -17,8 +20,8 @@ did, from a catalogue we can ship:
 3. **Adding givens back** from the solution (any superset of a unique puzzle's givens is unique), to reach
    every count from the seed's up to 34, as RRN did.
 
-Distinct seeds (puzzles up to symmetry, before givens are added) behind a board with k givens: 2 for k = 17
-and 18, 7 for 19, 168 for 20, 893 from 21 on. So the 17–19 boards are many views of a handful of puzzles:
+Distinct seeds (puzzles up to symmetry, before givens are added) behind a board with k givens: 5 for k = 17,
+7 for 18, 14 for 19, 175 for 20, 900 from 21 on. So the 17–19 boards are many views of a handful of puzzles:
 honest about RRN's range, far from its 49k distinct 17-clue puzzles.
 
 Use it as an out-of-distribution **test** set: train and test sets built here share catalogue seeds, so do
