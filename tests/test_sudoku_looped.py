@@ -95,7 +95,9 @@ def test_trains_above_chance_with_a_test_time_table():
     assert len(rows) == 1 * 2 * 3  # seeds x sets x test T
     assert {(r["set"], r["iterations"]) for r in rows} == {(s, t) for s in TINY.test_sets for t in (2, 4, 8)}
     curve = results.extra["test_time"]["4x4-id"]
-    assert curve["iterations"] == [2, 4, 8] and len(curve["board"]) == len(curve["cell"]) == 3
+    assert curve["iterations"] == list(range(1, 9)) and len(curve["board"]) == len(curve["cell"]) == 8
+    assert curve["cell"][3] == results.final["4x4-id/cell@T4"] == [
+        r["cell"] for r in rows if r["set"] == "4x4-id" and r["iterations"] == 4][0]
     cell = results.final["4x4-id/cell@T4"]
     assert cell > 0.5, cell  # chance on a blank is 1/4
     assert results.histories["seed0"].curves["eval/cell"][-1] == pytest.approx(

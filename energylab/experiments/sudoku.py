@@ -10,8 +10,9 @@ Data (``energylab.tasks.sudoku``): a set is a name in ``NAMED_SETS`` (generated 
 files as ``"satnet:<dir>"`` / ``"rrn:<dir>"`` (RRN: the seeded random subset of ``load_rrn``, as Hyper-SET's
 code takes). Our machines cannot download the public files, so the profiles use generated sets.
 
-Results: ``tables["test_time"]`` has one row per (seed, set, T) with board and cell accuracy (blanks only);
-``extra["test_time"][set]`` holds the seed-mean curves ``{"iterations", "board", "cell"}`` for plots;
+Results: ``tables["test_time"]`` has one row per (seed, set, T in ``test_iterations``) with board and cell
+accuracy (blanks only); ``extra["test_time"][set]`` holds the seed-mean curves ``{"iterations", "board",
+"cell"}`` at every T from 1 to max(test_iterations) (one pass reads out after each iteration) for plots;
 ``histories["seed<s>"]`` the training curves; ``final["<set>/board@T<t>"]`` the headline numbers.
 """
 from __future__ import annotations
@@ -167,6 +168,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
     if not config.test_iterations or min(config.test_iterations) < 1:
         raise ValueError(f"test_iterations must hold positive ints, got {config.test_iterations!r}")
+    if not config.seeds:
+        raise ValueError("seeds must name at least one seed")
     device = choose_device(config.device)
     train_data = load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
     tests = {name: load_set(name, "test", config.n_test, config.size, config.data_seed) for name in config.test_sets}
@@ -175,7 +178,9 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         first = tests[config.test_sets[0]]
         eval_data = tasks.SudokuDataset(first.puzzles[:config.n_eval], first.solutions[:config.n_eval])
     results = Results("sudoku", dataclasses.asdict(config))
-    rows = []
+    rows, every = [], range(1, max(config.test_iterations) + 1)  # curves at every T, table rows at the listed ones
+    curves = {name: {"iterations": list(every), "board": [0.0] * len(every), "cell": [0.0] * len(every)}
+              for name in config.test_sets}
     for s in config.seeds:
         torch.manual_seed(s)
         model = make_model(config)
@@ -193,19 +198,19 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                         identity=config_record(config))
         results.histories[f"seed{s}"] = history
         for name, data in tests.items():
-            for t, acc in sorted(test_time(model, data, config.test_iterations).items()):
+            accs = test_time(model, data, every)
+            for t in sorted(set(config.test_iterations)):
                 rows.append({"seed": s, "set": name, "iterations": t, "trained_iterations": config.iterations,
-                             **acc})
+                             **accs[t]})
+            for k in ("board", "cell"):  # seed means
+                curves[name][k] = [m + accs[t][k] / len(config.seeds) for m, t in zip(curves[name][k], every)]
     results.tables["test_time"] = rows
-    curves = {}
-    for name in config.test_sets:
-        its = sorted(config.test_iterations)
-        mean = {k: [sum(r[k] for r in rows if r["set"] == name and r["iterations"] == t) / len(config.seeds)
-                    for t in its] for k in ("board", "cell")}
-        curves[name] = {"iterations": its, **mean}
-        for t, b, c in zip(its, mean["board"], mean["cell"]):
-            results.final[f"{name}/board@T{t}"], results.final[f"{name}/cell@T{t}"] = b, c
-    results.extra.update(test_time=curves, parameters=sum(p.numel() for p in model.parameters()), device=str(device),
+    for row in rows:
+        for k in ("board", "cell"):
+            key = f"{row['set']}/{k}@T{row['iterations']}"
+            results.final[key] = results.final.get(key, 0.0) + row[k] / len(config.seeds)
+    results.extra.update(test_time=curves, trained_iterations=config.iterations,
+                         parameters=sum(p.numel() for p in model.parameters()), device=str(device),
                          steps=config.epochs * per_epoch,
                          givens={name: sorted({int(g) for g in d.givens()}) for name, d in tests.items()},
                          chance_cell=1 / config.size)
