@@ -231,7 +231,7 @@ def test_every_experiment_follows_the_convention():
     for name in experiments.EXPERIMENTS:
         module = experiments.get_experiment(name)
         assert dataclasses.is_dataclass(module.Config) and not hasattr(module.Config, "preset"), name
-        assert set(module.PROFILES) == {"quick", "full"} == set(module.COST), name
+        assert {"quick", "full"} <= set(module.PROFILES) == set(module.COST), name  # medium and variants may follow
         assert all(type(c) is module.Config for c in module.PROFILES.values()), name
         assert {"seed", "device"} <= {f.name for f in dataclasses.fields(module.Config)}, name
         assert list(inspect.signature(module.run).parameters) == ["config", "out_dir", "resume"], name

@@ -88,15 +88,9 @@ def test_every_library_module_is_short(module):
     assert lines < MAX_LINES, f"{module} has {lines} lines (limit {MAX_LINES})"
 
 
-# not yet: the Sudoku generator built on the solver's internals (reworked with the Sudoku harness, issue 15)
-NOT_YET = {"energylab.tasks.sudoku_generate"}
-
-
 def test_no_private_name_is_imported_across_modules():
     """``from x import _y`` would make _y part of x's interface; private modules (``_checks``) are fine."""
     for module, path in MODULES.items():
-        if module in NOT_YET:
-            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom):
                 private = [a.name for a in node.names if a.name.startswith("_") and a.name != "__version__"]

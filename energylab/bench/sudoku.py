@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 from energylab.bench import median_time
-from energylab.tasks.sudoku_generate import generate
+from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
+from energylab.tasks.sudoku_hard import generate_hard
 from energylab.tasks.sudoku_solver import count_solutions
 
 
@@ -104,7 +105,8 @@ def _rates(fn, n: int, repeats: int, warmup: int) -> tuple[float, float]:
 
 
 def run(quick: bool = True) -> list[dict]:
-    """Rows: generation at SATNet's range and at a hard range, and solution counting, ours vs reference.
+    """Rows: generation at SATNet's range, at a hard range and for the 4×4 and 6×6 ID/OOD ranges, and solution
+    counting, ours vs reference (the reference is 9×9 only).
 
     Rates are items per second on one thread: per wall-clock second (median over repeats, as
     ``median_time`` gives) and per CPU second of this process. On a shared machine the wall rate
@@ -113,15 +115,22 @@ def run(quick: bool = True) -> list[dict]:
     """
     repeats = 3 if quick else 5
     rows = []
-    cases = (("generate 31-42", (31, 42), 30 if quick else 200, 2 if quick else 5),
-             ("generate 22-26", (22, 26), 10 if quick else 50, 0 if quick else 2))
-    for label, givens, n_ours, n_ref in cases:
+    cases = (("generate 31-42", (31, 42), 30 if quick else 200, 2 if quick else 5, 9),
+             ("generate 22-26", (22, 26), 10 if quick else 50, 0 if quick else 2, 9))
+    small = tuple((f"generate {s}x{s} {lo}-{hi}", (lo, hi), 300 if quick else 3000, 0, s)
+                  for s in (4, 6) for lo, hi in (ID_GIVENS[s], OOD_GIVENS[s]))  # targets: 4x4 >= 2,000/s, 6x6 >= 500/s
+    for label, givens, n_ours, n_ref, size in cases + small:
         seeds = iter(range(1, 10**6))  # a fresh seed per call: every repeat generates new puzzles
-        ours = _rates(lambda: generate(n_ours, givens, seed=next(seeds)), n_ours, repeats, warmup=1)
+        ours = _rates(lambda: generate(n_ours, givens, seed=next(seeds), size=size), n_ours, repeats, warmup=1)
         ref = _rates(lambda: reference_generate(n_ref, givens, seed=next(seeds)), n_ref, repeats, warmup=0) \
             if n_ref else (None, None)
         rows.append({"case": label, "ours_per_s": ours[0], "ours_per_cpu_s": ours[1], "reference_per_cpu_s": ref[1],
                      "speedup": ours[1] / ref[1] if ref[1] else None})
+    n_hard = 300 if quick else 3000
+    seeds = iter(range(1, 10**6))
+    ours = _rates(lambda: generate_hard(n_hard, (17, 34), seed=next(seeds)), n_hard, repeats, warmup=1)
+    rows.append({"case": "generate_hard 17-34 (catalogue + symmetries)", "ours_per_s": ours[0],
+                 "ours_per_cpu_s": ours[1], "reference_per_cpu_s": None, "speedup": None})
     puzzles, _ = generate(100 if quick else 1000, (31, 42), seed=7)
     flats = [[int(v) for v in p.reshape(81)] for p in puzzles]
     ours = _rates(lambda: [count_solutions(p) for p in puzzles], len(puzzles), repeats, warmup=1)

@@ -46,6 +46,7 @@ EXPERIMENTS = {
     "lis": "energylab.experiments.lis",
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
     "hopfield": "energylab.experiments.hopfield",  # Ramsauer et al.: retrieval of stored digits against P and beta
+    "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
 }
 
 

@@ -1,20 +1,27 @@
 """Sudoku as a learning task: named datasets (cached), a torch Dataset, accuracy, public-file loaders.
 
-Format (the one SATNet-style and Hyper-SET-style training uses): a board is N = 81 tokens in
-row-major order, token 0 = blank and 1..9 = a given digit; the target is the solution as a class
-index ``digit - 1`` in 0..8; the loss mask is True on blanks only (givens are copied, not learnt).
+Format (the one SATNet-style and Hyper-SET-style training uses): a board of size n (4, 6 or 9) is N = n²
+tokens in row-major order, token 0 = blank and 1..n = a given digit; the target is the solution as a class
+index ``digit - 1`` in 0..n-1; the loss mask is True on blanks only (givens are copied, not learnt).
 A board counts as solved only if every cell is right; cell accuracy is reported too.
 
-Datasets (see ``shared/papers/NOTES.md``, "Public numbers on Sudoku data"):
+Datasets (see ``shared/papers/NOTES.md``, "Public numbers on Sudoku data"), an in-distribution (ID) and a
+harder out-of-distribution (OOD) range of givens per size, as papers 003/004 train on SATNet's range and test
+on RRN's:
 
-* ``"satnet-like"``: 31–42 givens, the range of SATNet's 10k boards (Wang et al. 2019);
-* ``"rrn-like"``: 22–34 givens. RRN's boards (Palm et al. 2018) have 17–34 givens: Royle's
+* 9×9 ``"satnet-like"`` (ID): 31–42 givens, the range of SATNet's 10k boards (Wang et al. 2019);
+* 9×9 ``"rrn-like"`` (OOD): 22–34 givens. RRN's boards (Palm et al. 2018) have 17–34 givens: Royle's
   17-clue puzzles plus 0–17 givens added back from the solution. Our generator digs holes at random,
   which makes boards with 22–26 givens at 20–30 per second, exactly 21 at 1–2/s and 20 at 0.3/s
-  on one core, so the default stops at 22: harder boards than SATNet's, easier than RRN's low end.
-  Going lower needs seeds the generator cannot make quickly (a catalogue of 17-clue puzzles, as RRN
-  used, with digit/row/column symmetries) or a much longer search; ``generate`` accepts lower
-  ranges and says when it gives up.
+  on one core, so this set stops at 22: harder boards than SATNet's, easier than RRN's low end.
+  ``"rrn-17"`` (17–34) is built as RRN's was, from a catalogue of hard puzzles (17–21 givens) under the
+  Sudoku symmetries with givens added back: see :mod:`energylab.tasks.sudoku_hard`.
+* 6×6 (2×3 boxes) ``"6x6-id"``: 14–19 givens (39–53% of the cells, SATNet's share); ``"6x6-ood"``: 9–12.
+  Minimal 6×6 puzzles dug at random have 8–12 givens (8: 0.6%, 9: 18%, 10: 54%, 11: 25%, 12: 3%), so
+  9 is the lowest count the generator reaches at a good rate (about 900–1,000 boards/s at 9–12 on one core,
+  6,000/s at 14–19; 4×4: 16,000/s at 6–8, 7,000/s at 4–5).
+* 4×4 (2×2 boxes) ``"4x4-id"``: 6–8 givens (38–50%); ``"4x4-ood"``: 4–5, the fewest possible (minimal 4×4
+  puzzles dug at random have 4 givens 66% of the time, 5 33%, 6 0.4%).
 
 Generated sets are cached as ``.npz`` files keyed by (config, split, format version), written
 atomically (temporary file + ``os.replace``), and verified on load (checksum, shapes, every
@@ -34,8 +41,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from energylab.tasks.sudoku_generate import generate
-from energylab.tasks.sudoku_solver import as_board, count_solutions, solve
+from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
+from energylab.tasks.sudoku_solver import SHAPES, as_board, count_solutions, solve
 
 CACHE_VERSION = 1  # bump when the generator or the file layout changes: old caches are then ignored
 
@@ -48,29 +55,39 @@ class SudokuSetConfig:
     n_train: int = 9000  # the papers train on 9k boards (SATNet 9k/1k; Hyper-SET's 9k RRN subset)
     n_test: int = 1000  # and test on 1k
     seed: int = 0  # train uses generate(seed=2*seed), test 2*seed+1: disjoint random streams
+    size: int = 9  # board side: 4 (2×2 boxes), 6 (2×3 boxes) or 9 (3×3 boxes)
+    hard: bool = False  # built from the catalogue of hard puzzles by symmetry (energylab.tasks.sudoku_hard)
 
 
 NAMED_SETS = {
-    "satnet-like": SudokuSetConfig(givens=(31, 42)),  # SATNet's range: in-distribution
-    "rrn-like": SudokuSetConfig(givens=(22, 34)),  # RRN's upper range; 17–21 not reachable quickly
+    "satnet-like": SudokuSetConfig(givens=ID_GIVENS[9]),  # SATNet's range: in-distribution
+    "rrn-like": SudokuSetConfig(givens=OOD_GIVENS[9]),  # RRN's upper range, generated directly
+    "rrn-17": SudokuSetConfig(givens=(17, 34), hard=True),  # RRN's whole range, by symmetry of a catalogue
+    "6x6-id": SudokuSetConfig(givens=ID_GIVENS[6], size=6),
+    "6x6-ood": SudokuSetConfig(givens=OOD_GIVENS[6], size=6),
+    "4x4-id": SudokuSetConfig(givens=ID_GIVENS[4], size=4),
+    "4x4-ood": SudokuSetConfig(givens=OOD_GIVENS[4], size=4),
 }
+SPLITS = {9: ("satnet-like", "rrn-like"), 6: ("6x6-id", "6x6-ood"), 4: ("4x4-id", "4x4-ood")}  # size -> (ID, OOD)
 
 
 class SudokuDataset(Dataset):
-    """Boards as (tokens, target, mask) triples of shape (81,) each.
+    """Boards as (tokens, target, mask) triples of shape (N,) each, N = size² (81 at 9×9).
 
-    tokens: int64 in 0..9 (0 = blank); target: int64 class index ``solution - 1`` in 0..8;
+    tokens: int64 in 0..size (0 = blank); target: int64 class index ``solution - 1`` in 0..size-1;
     mask: bool, True on blanks (where the loss and the accuracy are taken).
-    ``puzzles`` and ``solutions`` keep the (n, 9, 9) int arrays for solvers and figures.
+    ``puzzles`` and ``solutions`` keep the (n, size, size) int arrays for solvers and figures; ``size`` is
+    taken from their shape.
     """
 
     def __init__(self, puzzles, solutions):
         puzzles, solutions = _check_pairs(puzzles, solutions)
         self.puzzles, self.solutions = puzzles, solutions
-        n = len(puzzles)
-        self.tokens = torch.from_numpy(puzzles.reshape(n, 81).astype(np.int64))  # (n, 9, 9) -> (n, 81)
-        self.target = torch.from_numpy(solutions.reshape(n, 81).astype(np.int64) - 1)  # (n, 81) in 0..8
-        self.mask = self.tokens == 0  # (n, 81) True on blanks
+        n, self.size = len(puzzles), puzzles.shape[1]
+        cells = self.size ** 2
+        self.tokens = torch.from_numpy(puzzles.reshape(n, cells).astype(np.int64))  # (n, s, s) -> (n, N)
+        self.target = torch.from_numpy(solutions.reshape(n, cells).astype(np.int64) - 1)  # (n, N) in 0..s-1
+        self.mask = self.tokens == 0  # (n, N) True on blanks
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -80,20 +97,25 @@ class SudokuDataset(Dataset):
 
     def givens(self) -> np.ndarray:
         """Number of givens of each board, shape (n,)."""
-        return (self.puzzles > 0).reshape(len(self), 81).sum(1)
+        return (self.puzzles > 0).reshape(len(self), -1).sum(1)
 
 
 def _check_pairs(puzzles, solutions, name: str = "puzzles") -> tuple[np.ndarray, np.ndarray]:
-    """Validate (n, 9, 9) puzzles and solutions: solutions are valid grids that agree with the givens."""
+    """Validate (n, s, s) puzzles and solutions (s = 4, 6, 9): solutions are valid grids that agree with the
+    givens."""
     p, s = np.asarray(puzzles), np.asarray(solutions)
-    if p.ndim != 3 or p.shape[1:] != (9, 9) or p.shape != s.shape:
-        raise ValueError(f"{name} and solutions must both have shape (n, 9, 9), got {p.shape} and {s.shape}")
+    if p.ndim != 3 or p.shape[1] not in SHAPES or p.shape[2] != p.shape[1] or p.shape != s.shape:
+        raise ValueError(f"{name} and solutions must both have shape (n, s, s) with s in {sorted(SHAPES)}, "
+                         f"got {p.shape} and {s.shape}")
     if p.dtype.kind not in "iu" or s.dtype.kind not in "iu":
         raise ValueError(f"{name} and solutions must be integer arrays, got {p.dtype} and {s.dtype}")
-    if p.min(initial=0) < 0 or p.max(initial=0) > 9:
-        raise ValueError(f"{name} values must lie in 0..9")
-    digits = np.arange(1, 10)
-    boxes = s.reshape(-1, 3, 3, 3, 3).transpose(0, 1, 3, 2, 4).reshape(-1, 9, 9)  # (n, box, cell in box)
+    size = p.shape[1]
+    (br, bc) = SHAPES[size]
+    if p.min(initial=0) < 0 or p.max(initial=0) > size:
+        raise ValueError(f"{name} values must lie in 0..{size}")
+    digits = np.arange(1, size + 1)
+    boxes = (s.reshape(-1, size // br, br, size // bc, bc).transpose(0, 1, 3, 2, 4)
+             .reshape(-1, size, size))  # (n, box, cell in box)
     for what, groups in (("row", s), ("column", s.transpose(0, 2, 1)), ("box", boxes)):
         bad = ~(np.sort(groups, axis=2) == digits).all(axis=(1, 2))
         if bad.any():
@@ -107,26 +129,28 @@ def _check_pairs(puzzles, solutions, name: str = "puzzles") -> tuple[np.ndarray,
 def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None) -> dict:
     """Cell and board accuracy.
 
-    pred: (B, 81) class indices in 0..8 or (B, 81, 9) logits; target: (B, 81) in 0..8; mask: (B, 81)
-    bool, True where a cell counts (the blanks). Cell accuracy = right cells / counted cells; a board
-    is right iff all its counted cells are (givens are copied from the input, so with the blank mask
-    this is "all 81 cells right"). Without a mask every cell counts.
+    pred: (B, N) class indices or (B, N, size) logits; target: (B, N) class indices; mask: (B, N)
+    bool, True where a cell counts (the blanks). N = size² (81 at 9×9). Cell accuracy = right cells / counted
+    cells; a board is right iff all its counted cells are (givens are copied from the input, so with the
+    blank mask this is "all N cells right"). Without a mask every cell counts. Exact: integer counts divided
+    in float64 (Python floats).
     """
     if not isinstance(pred, torch.Tensor) or not isinstance(target, torch.Tensor):
         raise TypeError("pred and target must be torch tensors")
     if pred.dim() == 3:
         pred = pred.argmax(-1)  # (B, 81, 9) -> (B, 81)
     if pred.shape != target.shape or target.dim() != 2:
-        raise ValueError(f"pred must have shape (B, 81) or (B, 81, 9) matching target (B, 81); "
+        raise ValueError(f"pred must have shape (B, N) or (B, N, size) matching target (B, N); "
                          f"got {tuple(pred.shape)} and {tuple(target.shape)}")
     if mask is None:
         mask = torch.ones_like(target, dtype=torch.bool)
     elif mask.shape != target.shape or mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor of shape {tuple(target.shape)}, "
                          f"got {mask.dtype} of shape {tuple(mask.shape)}")
-    right = (pred == target) | ~mask  # (B, 81): uncounted cells never spoil a board
-    counted = mask.sum().clamp(min=1)
-    return {"cell": float(((pred == target) & mask).sum() / counted), "board": float(right.all(1).float().mean())}
+    right = (pred == target) | ~mask  # (B, N): uncounted cells never spoil a board
+    counted = max(int(mask.sum()), 1)
+    return {"cell": int(((pred == target) & mask).sum()) / counted,
+            "board": int(right.all(1).sum()) / max(len(target), 1)}
 
 
 # --- generated sets, cached ----------------------------------------------------------------------
@@ -138,6 +162,9 @@ def default_cache_dir() -> Path:
 
 def _cache_key(config: SudokuSetConfig, split: str) -> str:
     spec = {"config": asdict(config), "split": split, "version": CACHE_VERSION}
+    for name, default in (("size", 9), ("hard", False)):  # fields added later: 9×9 keys stay what they were
+        if spec["config"][name] == default:
+            del spec["config"][name]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
@@ -153,7 +180,7 @@ def _load_verified(path: Path, key: str, n: int) -> tuple[np.ndarray, np.ndarray
         with np.load(path, allow_pickle=False) as f:
             puzzles, solutions = f["puzzles"], f["solutions"]
             meta = json.loads(str(f["meta"]))
-        ok = (meta.get("key") == key and puzzles.shape == (n, 9, 9)
+        ok = (meta.get("key") == key and puzzles.shape[:1] == (n,)
               and meta.get("checksum") == _checksum(puzzles, solutions))
         if ok:
             return _check_pairs(puzzles, solutions)
@@ -181,7 +208,7 @@ def _save_atomic(path: Path, puzzles: np.ndarray, solutions: np.ndarray, key: st
 
 def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_dir: str | Path | None = None,
                    progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(puzzles, solutions), each (n, 9, 9) int64, for one split of a generated set; cached on disk.
+    """(puzzles, solutions), each (n, size, size) int64, for one split of a generated set; cached on disk.
 
     ``config`` is a ``SudokuSetConfig`` or a name in ``NAMED_SETS``; ``cache_dir=None`` uses
     ``default_cache_dir()``. The first call generates and writes the file; later calls load it.
@@ -198,11 +225,20 @@ def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_di
     key = _cache_key(config, split)
     lo, hi = config.givens
     path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    path = path / f"sudoku-{lo}-{hi}-{split}-{n}-{key[:16]}.npz"
+    prefix = "sudoku" if config.size == 9 else f"sudoku{config.size}"
+    path = path / f"{prefix}-{lo}-{hi}{'-hard' if config.hard else ''}-{split}-{n}-{key[:16]}.npz"
     cached = _load_verified(path, key, n)
     if cached is not None:
         return cached
-    puzzles, solutions = generate(n, config.givens, seed=2 * config.seed + (split == "test"), progress=progress)
+    seed = 2 * config.seed + (split == "test")
+    if config.hard:
+        from energylab.tasks.sudoku_hard import generate_hard
+
+        if config.size != 9:
+            raise ValueError("hard=True sets exist for 9x9 boards only")
+        puzzles, solutions = generate_hard(n, config.givens, seed=seed)
+    else:
+        puzzles, solutions = generate(n, config.givens, seed=seed, progress=progress, size=config.size)
     _save_atomic(path, puzzles, solutions, key)
     return puzzles, solutions
 
@@ -244,20 +280,27 @@ def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000
     return SudokuDataset(puzzles[cut], solutions[cut])
 
 
-def load_rrn(directory: str | Path, split: str = "train", limit: int | None = None) -> SudokuDataset:
+def load_rrn(directory: str | Path, split: str = "train", limit: int | None = None,
+             seed: int | None = None) -> SudokuDataset:
     """RRN's Sudoku files (Palm et al. 2018): ``{train,valid,test}.csv`` in ``directory``.
 
     Each row is ``puzzle,solution``: 81 characters each, row-major, '0' (or '.') for a blank; a
-    header row, if any, is skipped. ``limit`` keeps the first rows only (Hyper-SET trains on a 9k
-    subset of the training file and tests on 1k).
+    header row, if any, is skipped. ``limit=k`` keeps k boards: with ``seed=None`` the first k rows;
+    with a seed a random sample of k rows (``numpy.random.default_rng(seed)``, without replacement, kept in
+    file order), as Hyper-SET's code takes its 9k training / 1k test subsets at random. The book and
+    ``energylab.experiments.sudoku`` use the seeded sample (seed 0) when the files are present (the first k
+    rows are a fair subset only if the file is shuffled, which we cannot check here).
     """
     if split not in ("train", "valid", "test"):
         raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
+    if seed is not None and (not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    first = None if seed is not None else limit  # a random sample needs every row first
     path = Path(directory) / f"{split}.csv"
     puzzles, solutions = [], []
     with open(path) as f:
         for line_no, line in enumerate(f, 1):
-            if limit is not None and len(puzzles) >= limit:
+            if first is not None and len(puzzles) >= first:
                 break
             fields = line.strip().split(",")
             if not line.strip() or (line_no == 1 and not fields[0].replace(".", "0").isdigit()):
@@ -271,6 +314,9 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
             solutions.append(a)
     if not puzzles:
         raise ValueError(f"{path}: no boards found")
+    if seed is not None and limit is not None and limit < len(puzzles):
+        keep = np.sort(np.random.default_rng(seed).choice(len(puzzles), size=limit, replace=False))
+        puzzles, solutions = [puzzles[i] for i in keep], [solutions[i] for i in keep]
     shape = (len(puzzles), 9, 9)  # (n * 81,) characters -> (n, 9, 9) digits
 
     def digits(rows):
@@ -279,5 +325,6 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
     return SudokuDataset(digits(puzzles), digits(solutions))
 
 
-__all__ = ["SudokuSetConfig", "NAMED_SETS", "SudokuDataset", "sudoku_accuracy", "sudoku_puzzles", "sudoku_dataset",
-           "load_satnet", "load_rrn", "default_cache_dir", "solve", "count_solutions", "generate", "as_board"]
+__all__ = ["SudokuSetConfig", "NAMED_SETS", "SPLITS", "SudokuDataset", "sudoku_accuracy", "sudoku_puzzles",
+           "sudoku_dataset", "load_satnet", "load_rrn", "default_cache_dir", "solve", "count_solutions", "generate",
+           "as_board"]

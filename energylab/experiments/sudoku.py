@@ -1,0 +1,217 @@
+"""Looped reasoning on Sudoku: one shared layer iterated T times, tested at other T (papers 003 and 004).
+
+A :class:`~energylab.models.looped.LoopedModel` (embedding with learnable positions, one shared layer from
+``energylab.models.looped.LAYERS`` iterated ``iterations`` times, readout) is trained with cross-entropy on the
+blanks only, then evaluated on an in-distribution and harder out-of-distribution sets at every T in
+``test_iterations`` (test-time scaling: does running the loop longer than it was trained help?).
+
+Data (``energylab.tasks.sudoku``): a set is a name in ``NAMED_SETS`` (generated and cached: ``"4x4-id"``,
+``"4x4-ood"``, ``"6x6-id"``, ``"6x6-ood"``, ``"satnet-like"``, ``"rrn-like"``, ``"rrn-17"``), or the public
+files as ``"satnet:<dir>"`` / ``"rrn:<dir>"`` (RRN: the seeded random subset of ``load_rrn``, as Hyper-SET's
+code takes). Our machines cannot download the public files, so the profiles use generated sets.
+
+Results: ``tables["test_time"]`` has one row per (seed, set, T in ``test_iterations``) with board and cell
+accuracy (blanks only); ``extra["test_time"][set]`` holds the seed-mean curves ``{"iterations", "board",
+"cell"}`` at every T from 1 to max(test_iterations) (one pass reads out after each iteration) for plots;
+``histories["seed<s>"]`` the training curves; ``final["<set>/board@T<t>"]`` the headline numbers.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from energylab._setup import choose_device
+from energylab.models.looped import LoopedConfig, LoopedModel
+from energylab.results import config_record
+from energylab.tasks import sudoku as tasks
+from energylab.train import Results, TrainConfig, train
+
+
+@dataclass
+class Config:
+    size: int = 4  # board side: 4 (2×2 boxes), 6 (2×3) or 9 (3×3)
+    train_set: str = "4x4-id"  # a NAMED_SETS name, or "satnet:<dir>" / "rrn:<dir>" for the public files
+    test_sets: tuple[str, ...] = ("4x4-id", "4x4-ood")  # evaluated at every test T (test split of each)
+    n_train: int = 2500  # training boards (the papers: 9,000)
+    n_test: int = 500  # test boards per test set (the papers: 1,000)
+    layer: str = "transformer"  # the looped layer, a name in energylab.models.looped.LAYERS
+    dim: int = 64  # width d
+    heads: int = 4  # attention heads H
+    ffn_mult: int = 4  # feed-forward width / d
+    inject: bool = True  # inject the embedded board c at every iteration
+    iterations: int = 8  # T during training
+    test_iterations: tuple[int, ...] = (4, 8, 16, 32)  # T at test time (T/2, T, 2T, 4T)
+    epochs: int = 30  # passes over the training boards
+    batch_size: int = 64  # boards per step
+    lr: float = 1e-3  # AdamW peak learning rate
+    weight_decay: float = 0.0  # AdamW decoupled weight decay
+    betas: tuple[float, float] = (0.9, 0.999)  # AdamW moment decay rates
+    schedule: str = "cosine"  # "constant" or "cosine" (to 0)
+    warmup_steps: int = 50  # linear warm-up steps
+    grad_clip: float | None = 1.0  # max gradient norm (004: 1.0)
+    eval_every: int = 0  # steps between evaluations on the first test set at the training T (0: at the end)
+    n_eval: int = 200  # boards of that evaluation
+    seeds: tuple[int, ...] = (0,)  # one model per seed, trained one after the other (003: 5 seeds)
+    data_seed: int = 0  # seed of the generated sets (SudokuSetConfig.seed) and of RRN's random subset
+    amp: bool = False  # bf16 autocast on CUDA
+    checkpoint_every: int = 0  # steps between checkpoints in out_dir (0: only at the end of each seed)
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
+    progress: bool = True  # progress bars
+
+
+PROFILES = {
+    # 4×4, d = 64, T = 8: measured 78-93 s on one CPU thread (1,170 steps, data and evaluation included);
+    # 4x4-id 97% / 4x4-ood 79% boards at T = 8, 98% / 87% at T = 32
+    "quick": Config(progress=False),
+    # 6×6 (2×3 boxes) for one CPU core: 5,600 steps at about 0.18 s (measured per step): about 17 min
+    "medium-cpu": Config(size=6, train_set="6x6-id", test_sets=("6x6-id", "6x6-ood"), n_train=9000, n_test=1000,
+                         dim=64, heads=4, iterations=8, epochs=40, batch_size=64, warmup_steps=200, eval_every=500),
+    # 9×9 SATNet-like training, tested on SATNet-like, RRN-like (22–34) and RRN-17 (17–34) boards
+    "medium": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"), n_train=9000,
+                     n_test=1000, dim=256, heads=8, iterations=16, test_iterations=(8, 16, 32, 64), epochs=60,
+                     batch_size=100, lr=5e-4, warmup_steps=300, eval_every=500, amp=True),
+    # paper 003 (with AKOrN's protocol): D = 512, H = 8, Adam, 100 epochs, batch 100, T = 16, 5 seeds;
+    # SATNet-like in distribution, RRN out of distribution; lr is not in our notes (our choice)
+    "full": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"), n_train=9000,
+                   n_test=1000, dim=512, heads=8, iterations=16, test_iterations=(8, 16, 32, 64, 128), epochs=100,
+                   batch_size=100, lr=5e-4, weight_decay=0.0, warmup_steps=500, eval_every=1000,
+                   seeds=(0, 1, 2, 3, 4), amp=True),
+    # paper 004 (Hyper-SET): d = 768, 12 heads, 24 iterations, 200 epochs, batch 16, AdamW(0.9, 0.95), wd 0.1,
+    # lr 1e-4 cosine, clip 1, 9k/1k RRN boards (rrn-like stands in; pass train_set="rrn:<dir>" for the files)
+    "full-hyperset": Config(size=9, train_set="rrn-like", test_sets=("rrn-like", "rrn-17"), n_train=9000,
+                            n_test=1000, dim=768, heads=12, iterations=24, test_iterations=(12, 24, 48),
+                            epochs=200, batch_size=16, lr=1e-4, weight_decay=0.1, betas=(0.9, 0.95),
+                            warmup_steps=0, grad_clip=1.0, eval_every=5000, amp=True),
+}
+COST = {
+    "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
+    "medium-cpu": "about 17-20 min on one CPU core (6x6 boards, d = 64, 5,600 steps at about 0.18 s)",
+    "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
+              "about 16 h on one CPU core (11 s/step measured)",
+    "full": "paper 003 scale: 5 seeds x 9,000 steps at d = 512, T = 16: a few GPU hours (estimate)",
+    "full-hyperset": "paper 004 scale: 112,500 steps at d = 768, T = 24: about a GPU day (estimate)",
+}
+
+
+def load_set(name: str, split: str, n: int, size: int, data_seed: int = 0) -> tasks.SudokuDataset:
+    """The dataset called ``name`` (see the module docstring), its first ``n`` boards (or a seeded sample of n
+    for RRN's files); ValueError if its boards are not ``size``×``size``."""
+    if name.startswith("satnet:"):
+        ds = tasks.load_satnet(name.split(":", 1)[1], "train" if split == "train" else "test")
+        ds = tasks.SudokuDataset(ds.puzzles[:n], ds.solutions[:n])
+    elif name.startswith("rrn:"):
+        ds = tasks.load_rrn(name.split(":", 1)[1], split, limit=n, seed=data_seed)
+    elif name in tasks.NAMED_SETS:
+        base = tasks.NAMED_SETS[name]
+        config = dataclasses.replace(base, n_train=n if split == "train" else base.n_train,
+                                     n_test=n if split == "test" else base.n_test, seed=data_seed)
+        ds = tasks.sudoku_dataset(config, split, progress=False)
+    else:
+        raise ValueError(f"unknown set {name!r}: use one of {sorted(tasks.NAMED_SETS)}, 'satnet:<dir>' or 'rrn:<dir>'")
+    if ds.size != size:
+        raise ValueError(f"set {name!r} has {ds.size}x{ds.size} boards, the config says size={size}")
+    return ds
+
+
+def make_model(config: Config) -> LoopedModel:
+    return LoopedModel(LoopedConfig(size=config.size, dim=config.dim, heads=config.heads, ffn_mult=config.ffn_mult,
+                                    layer=config.layer, iterations=config.iterations, inject=config.inject))
+
+
+def blank_loss(model, batch):
+    """Cross-entropy on the blanks only, and the cell accuracy there."""
+    tokens, target, mask = batch
+    logits = model(tokens)  # (B, N, n)
+    loss = F.cross_entropy(logits[mask], target[mask])
+    return loss, {"cell": (logits.argmax(-1)[mask] == target[mask]).float().mean()}
+
+
+def epoch_batches(data: tasks.SudokuDataset, batch_size: int, seed: int):
+    """``step -> (tokens, target, mask)``: each epoch a fresh seeded permutation, cut into full batches."""
+    per_epoch = len(data) // batch_size
+
+    def batch(step: int):
+        epoch, k = divmod(step, per_epoch)
+        perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(1_000_003 * seed + epoch))
+        idx = perm[k * batch_size:(k + 1) * batch_size]
+        return data.tokens[idx], data.target[idx], data.mask[idx]
+
+    return batch, per_epoch
+
+
+@torch.no_grad()
+def test_time(model: LoopedModel, data: tasks.SudokuDataset, iterations, chunk: int = 500) -> dict[int, dict]:
+    """{T: {"board", "cell"}} on the blanks of ``data``, reading out after each T of one pass (exact counts)."""
+    device = next(model.parameters()).device
+    right = {t: [0, 0, 0] for t in iterations}  # right cells, counted cells, solved boards
+    was_training = model.training
+    model.eval()
+    for i in range(0, len(data), chunk):
+        tokens, target, mask = (t[i:i + chunk].to(device) for t in (data.tokens, data.target, data.mask))
+        for t, logits in model.readouts(tokens, iterations).items():
+            ok = logits.argmax(-1) == target
+            right[t][0] += int((ok & mask).sum())
+            right[t][1] += int(mask.sum())
+            right[t][2] += int((ok | ~mask).all(1).sum())
+    model.train(was_training)
+    return {t: {"board": r[2] / len(data), "cell": r[0] / max(r[1], 1)} for t, r in right.items()}
+
+
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train one looped model per seed; evaluate every test set at every test T."""
+    if config.batch_size < 1 or config.n_train < config.batch_size:
+        raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
+    if not config.test_iterations or min(config.test_iterations) < 1:
+        raise ValueError(f"test_iterations must hold positive ints, got {config.test_iterations!r}")
+    if not config.seeds:
+        raise ValueError("seeds must name at least one seed")
+    device = choose_device(config.device)
+    train_data = load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
+    tests = {name: load_set(name, "test", config.n_test, config.size, config.data_seed) for name in config.test_sets}
+    eval_data = None
+    if config.test_sets:
+        first = tests[config.test_sets[0]]
+        eval_data = tasks.SudokuDataset(first.puzzles[:config.n_eval], first.solutions[:config.n_eval])
+    results = Results("sudoku", dataclasses.asdict(config))
+    rows, every = [], range(1, max(config.test_iterations) + 1)  # curves at every T, table rows at the listed ones
+    curves = {name: {"iterations": list(every), "board": [0.0] * len(every), "cell": [0.0] * len(every)}
+              for name in config.test_sets}
+    for s in config.seeds:
+        torch.manual_seed(s)
+        model = make_model(config)
+        batches, per_epoch = epoch_batches(train_data, config.batch_size, s)
+        train_cfg = TrainConfig(
+            steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr, weight_decay=config.weight_decay,
+            betas=config.betas, schedule=config.schedule, warmup_steps=config.warmup_steps,
+            grad_clip=config.grad_clip, log_every=max(1, min(per_epoch, 50)), eval_every=config.eval_every,
+            checkpoint_every=config.checkpoint_every, device=str(device), amp=config.amp, seed=s,
+            progress=config.progress)
+        eval_fn = None if eval_data is None else (
+            lambda m: test_time(m, eval_data, (config.iterations,))[config.iterations])
+        history = train(model, blank_loss, batches, train_cfg, eval_fn=eval_fn,
+                        out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"), resume=resume,
+                        identity=config_record(config))
+        results.histories[f"seed{s}"] = history
+        for name, data in tests.items():
+            accs = test_time(model, data, every)
+            for t in sorted(set(config.test_iterations)):
+                rows.append({"seed": s, "set": name, "iterations": t, "trained_iterations": config.iterations,
+                             **accs[t]})
+            for k in ("board", "cell"):  # seed means
+                curves[name][k] = [m + accs[t][k] / len(config.seeds) for m, t in zip(curves[name][k], every)]
+    results.tables["test_time"] = rows
+    for row in rows:
+        for k in ("board", "cell"):
+            key = f"{row['set']}/{k}@T{row['iterations']}"
+            results.final[key] = results.final.get(key, 0.0) + row[k] / len(config.seeds)
+    results.extra.update(test_time=curves, trained_iterations=config.iterations,
+                         parameters=sum(p.numel() for p in model.parameters()), device=str(device),
+                         steps=config.epochs * per_epoch,
+                         givens={name: sorted({int(g) for g in d.givens()}) for name, d in tests.items()},
+                         chance_cell=1 / config.size)
+    return results
