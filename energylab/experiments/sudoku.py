@@ -67,7 +67,7 @@ class Config:
 PROFILES = {
     # 4×4, d = 64, T = 8: measured 78-93 s on one CPU thread (1,170 steps, data and evaluation included);
     # 4x4-id 97% / 4x4-ood 79% boards at T = 8, 98% / 87% at T = 32
-    "quick": Config(progress=False),
+    "quick": Config(),
     # 6×6 (2×3 boxes) for one CPU core: 5,600 steps at about 0.18 s (measured per step): about 17 min
     "medium-cpu": Config(size=6, train_set="6x6-id", test_sets=("6x6-id", "6x6-ood"), n_train=9000, n_test=1000,
                          dim=64, heads=4, iterations=8, epochs=40, batch_size=64, warmup_steps=200, eval_every=500),
