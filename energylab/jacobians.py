@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch.func import jacrev, jvp, vjp, vmap
 
-from energylab._checks import check_int, check_tensor
+from energylab._checks import check_int, check_positive, check_tensor
 
 __all__ = ["step_jacobian", "jacobian_eigenvalues", "spectral_norm", "lyapunov_spectrum", "pseudo_energy",
            "contribution_index"]
@@ -88,9 +88,8 @@ def spectral_norm(step, x: torch.Tensor, iters: int = 200, tol: float = 1e-12,
     """
     _check_step(step, x)
     iters = check_int("iters", iters, minimum=1)
-    if not (isinstance(tol, (int, float)) and tol >= 0):
-        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
-    return _spectral_norm(step, x, iters, float(tol), generator)
+    tol = check_positive("tol", tol, allow_zero=True, scalar=True)
+    return _spectral_norm(step, x, iters, tol, generator)
 
 
 def _spectral_norm(step, x, iters, tol, generator):

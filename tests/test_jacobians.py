@@ -231,6 +231,8 @@ def test_bad_input_names_the_argument():
         lyapunov_spectrum(ident, torch.tensor([1.0, float("nan")], dtype=D), 5)
     with pytest.raises(ValueError, match="iters"):
         spectral_norm(ident, x, iters=0)
+    with pytest.raises(ValueError, match="tol"):
+        spectral_norm(ident, x, tol=-1.0)
     with pytest.raises(ValueError, match="Y"):
         pseudo_energy(torch.ones(2, 3, dtype=D), torch.ones(3, 2, dtype=D))
     with pytest.raises(ValueError, match="X"):
