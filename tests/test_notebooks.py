@@ -61,3 +61,7 @@ def test_file_number_is_chapter_number_is_toc_order():
         number = int(nb.name[:2])
         title = json.loads(nb.read_text())["cells"][0]["source"][0]
         assert title.startswith(f"# {number}. "), f"{nb.name}: the title must start with '# {number}. ', got {title!r}"
+        cells = json.loads(nb.read_text())["cells"]
+        markdown = "".join("".join(c["source"]) + "\n" for c in cells if c["cell_type"] == "markdown")
+        sections = re.findall(r"^##+ (\d+)\.\d", markdown, re.M)  # "## 5.2 ..." belongs to chapter 5
+        assert all(int(s) == number for s in sections), f"{nb.name}: section numbers {sorted(set(sections))}"
