@@ -67,6 +67,36 @@ def test_layer_registry_and_input_injection():
     assert all(not n.endswith("bias") for n, _ in block.named_parameters())
 
 
+def test_layers_that_take_the_step_get_t_and_x0():
+    class Counter(torch.nn.Module):  # x' = x + t * x_0: after T steps x_T = x_0 (1 + T(T+1)/2)
+        takes_step = True
+
+        def __init__(self, dim, heads, ffn_mult):
+            super().__init__()
+
+        def forward(self, x, c, t, x0):
+            return x + t * x0
+
+    register_layer("counter-test", Counter)
+    try:
+        model = LoopedModel(LoopedConfig(size=4, dim=8, layer="counter-test", iterations=4, inject=False))
+        tokens = tokens_4x4(3)
+        _, states = model(tokens, return_states=True)
+        x0 = model.inputs(tokens)
+        assert [float((s / x0).mean()) for s in states] == pytest.approx([2.0, 4.0, 7.0, 11.0])
+    finally:
+        del LAYERS["counter-test"]
+
+
+def test_layer_families_import_lazily(monkeypatch):
+    import energylab.models.looped as looped
+
+    monkeypatch.setitem(looped.LAYER_MODULES, "fam", "energylab.models.nt")  # a real module that registers nothing
+    with pytest.raises(ValueError, match="unknown layer 'fam-x'"):
+        looped.layer_builder("fam-x")
+    assert looped.layer_builder("transformer") is looped.TransformerBlock
+
+
 def test_registered_with_profiles():
     assert EXPERIMENTS["sudoku"] == "energylab.experiments.sudoku"
     assert {"quick", "medium", "full"} <= set(X.PROFILES) and set(X.PROFILES) == set(X.COST)

@@ -9,7 +9,10 @@
 The layer is chosen by name from :data:`LAYERS` (``register_layer`` adds one: later chapters add ItrSA, an
 AKOrN-style Kuramoto layer and Hyper-SET). A layer is an ``nn.Module`` built as ``builder(dim, heads,
 ffn_mult)`` whose ``forward(x, c)`` maps (B, N, d) states (and the (B, N, d) input or None) to the next state;
-it may define ``energy(x, c) -> (B,)`` for the energy hooks.
+it may define ``energy(x, c) -> (B,)`` for the energy hooks. A layer whose update depends on the iteration
+(Hyper-SET's step sizes α_t, γ_t; a depth-wise adapter) sets ``takes_step = True`` and is called as
+``layer(x, c, t=t, x0=x_0)`` with t = 1..T and x_0 the embedded board. A name whose family (the part before the
+first "-") is in :data:`LAYER_MODULES` imports that module on first use, which registers it.
 
 Per-iteration hooks, without side effects (forward stores nothing on the module):
 
@@ -19,6 +22,7 @@ Per-iteration hooks, without side effects (forward stores nothing on the module)
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,6 +31,19 @@ import torch.nn.functional as F
 from torch import nn
 
 LAYERS: dict[str, Callable[[int, int, int], nn.Module]] = {}  # name -> builder(dim, heads, ffn_mult)
+# family -> the module whose import registers its layers (imported on first use, so that this module needs none)
+LAYER_MODULES = {"hyperset": "energylab.models.hyperset", "itrsa": "energylab.models.recurrent",
+                 "akorn": "energylab.models.recurrent"}
+
+
+def layer_builder(name: str) -> Callable[[int, int, int], nn.Module]:
+    """The builder registered as ``name``, importing its family's module first if needed; ValueError if none."""
+    family = name.split("-")[0] if isinstance(name, str) else None
+    if name not in LAYERS and family in LAYER_MODULES:
+        importlib.import_module(LAYER_MODULES[family])
+    if name not in LAYERS:
+        raise ValueError(f"unknown layer {name!r}; registered layers: {', '.join(sorted(LAYERS))}")
+    return LAYERS[name]
 
 
 def register_layer(name: str, builder: Callable[[int, int, int], nn.Module]) -> None:
@@ -87,8 +104,7 @@ class LoopedModel(nn.Module):
 
     def __init__(self, config: LoopedConfig):
         super().__init__()
-        if config.layer not in LAYERS:
-            raise ValueError(f"unknown layer {config.layer!r}; registered layers: {', '.join(sorted(LAYERS))}")
+        builder = layer_builder(config.layer)
         if not isinstance(config.iterations, int) or config.iterations < 1:
             raise ValueError(f"iterations must be a positive int, got {config.iterations!r}")
         self.config = config
@@ -97,7 +113,7 @@ class LoopedModel(nn.Module):
         # (N, d) learnable positions, N(0, 1) like the digit embedding: at 0.02 the positions are drowned by the
         # digits and training sits on a plateau (measured: 36% vs 94% cell accuracy on 4×4 after 320 steps)
         self.pos = nn.Parameter(torch.randn(n * n, d))
-        self.layer = LAYERS[config.layer](d, config.heads, config.ffn_mult)
+        self.layer = builder(d, config.heads, config.ffn_mult)
         self.norm = nn.RMSNorm(d)
         self.head = nn.Linear(d, n, bias=False)
 
@@ -118,8 +134,9 @@ class LoopedModel(nn.Module):
             raise ValueError(f"iterations must be a positive int, got {T!r}")
         c = self.inputs(tokens)
         x, inject = c, c if self.config.inject else None
+        takes_step = getattr(self.layer, "takes_step", False)
         for t in range(1, T + 1):
-            x = self.layer(x, inject)
+            x = self.layer(x, inject, t=t, x0=c) if takes_step else self.layer(x, inject)
             yield t, x, c
 
     def forward(self, tokens: torch.Tensor, iterations: int | None = None, return_states: bool = False):
