@@ -16,7 +16,8 @@ whose family modules register every form into it (see :mod:`energylab.catalog`).
 import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
-               "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians"}
+               "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
+               "committed", "results"}
 _FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
 
 

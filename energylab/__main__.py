@@ -2,7 +2,7 @@
 
     python -m energylab list
     python -m energylab run <experiment> --profile quick|full --device auto|cpu|cuda --out DIR [--resume]
-                                         [--set field=value ...]
+                                         [--set field=value ...] [--commit [NAME]]
     torchrun --nproc_per_node=K -m energylab run <experiment> ...   # DistributedDataParallel, one GPU per rank
 
 ``run`` writes ``DIR/run.json`` (experiment and config), checkpoints and, when it has finished,
@@ -11,12 +11,17 @@ out_dir=DIR, **overrides)``. A fresh run refuses a DIR that already holds a run;
 under the same config. Errors (bad values, divergence, Ctrl-C) print one line ``error: ...`` to stderr and exit
 non-zero (2: bad input, 1: training diverged, 130: interrupted); results.json is then not written, checkpoints
 already written are kept (and named), and a run that saved nothing leaves no folder behind.
+
+``--commit`` also writes the results, with the machine, date, git commit and wall-clock time, to
+``results/<experiment>/<NAME>.json`` (NAME defaults to the profile): the committed medium/full results a chapter
+shows beside its live quick run (:mod:`energylab.committed`).
 """
 from __future__ import annotations
 
 import argparse
 import ast
 import sys
+import time
 
 
 def _parse_override(text: str) -> tuple[str, object]:
@@ -52,6 +57,8 @@ def _main(argv: list[str] | None) -> int:
                      "and --set values; --device may differ), or start it if --out holds none")
     run.add_argument("--set", dest="overrides", action="append", default=[], type=_parse_override,
                      metavar="FIELD=VALUE", help="override a Config field (repeatable), e.g. --set epochs=500")
+    run.add_argument("--commit", nargs="?", const="", default=None, metavar="NAME",
+                     help="also write results/<experiment>/<NAME>.json with provenance (NAME: the profile)")
     args = parser.parse_args(argv)
 
     from energylab import experiments  # after argparse: `--help` stays fast
@@ -69,6 +76,7 @@ def _main(argv: list[str] | None) -> int:
         rank, world = init_distributed()
         overrides = dict(args.overrides)
         overrides["device"] = args.device
+        started = time.perf_counter()
         results = experiments.run_experiment(args.experiment, args.profile, out_dir=out, resume=args.resume,
                                              **overrides)
     except ValueError as err:
@@ -79,6 +87,13 @@ def _main(argv: list[str] | None) -> int:
         return _fail(f"interrupted; {_left_behind(out)}", 130)
     if rank == 0:
         print(f"results written to {out}/results.json (world size {world})")
+        if args.commit is not None:
+            from energylab.committed import commit_results
+
+            command = " ".join(["python -m energylab", *(sys.argv[1:] if argv is None else argv)])
+            path = commit_results(results, args.experiment, args.commit or args.profile, command=command,
+                                  seconds=time.perf_counter() - started)
+            print(f"committed results written to {path}")
         for key, value in results.final.items():
             print(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")
     return 0

@@ -1,0 +1,124 @@
+"""Committed results: medium and full runs, run once and kept in the repository with where, when and from what.
+
+A chapter executes its quick profile live; the medium profile (the paper's protocol at the smallest scale where its
+effect should show) takes minutes to an hour, so it is run once, here:
+
+    python -m energylab run nt --profile medium --commit          # -> results/nt/medium.json
+
+and the chapter reads it back with :func:`load_committed`. The file is a :class:`~energylab.results.Results` with a
+``provenance`` block: the machine (processor, cores, accelerator), the date, the git commit the code was at (and
+whether the tree had uncommitted changes), the command, the wall-clock time and the library versions. Tests read the
+same files to check every claim the book makes about them.
+
+Layout: ``results/<experiment>/<name>.json`` at the top of the repository (``name`` is usually the profile:
+``medium``, ``full``, or ``full-<slice>`` for part of a full grid). Run folders of ``python -m energylab run``
+(``results/<experiment>-<profile>/``, with checkpoints) are git-ignored; these files are not.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+from typing import Any
+
+from energylab.results import Results, read_json, write_json
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+
+
+def committed_path(experiment: str, name: str, root: str | None = None) -> str:
+    """``<root>/<experiment>/<name>.json`` (root: the repository's results/); ValueError for unsafe names."""
+    for label, value in (("experiment", experiment), ("name", name)):
+        if not isinstance(value, str) or not _NAME.match(value):
+            raise ValueError(f"{label} must be lower-case letters, digits, '.', '_' or '-', got {value!r}")
+    return os.path.join(ROOT if root is None else root, experiment, f"{name}.json")
+
+
+def machine() -> dict[str, Any]:
+    """What ran it: processor model, logical cores, OS, Python, torch, and the CUDA device if there is one."""
+    import torch
+
+    info = {"processor": _cpu_model(), "cores": os.cpu_count(), "system": platform.platform(),
+            "python": platform.python_version(), "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        info["accelerator"] = torch.cuda.get_device_name(0)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def source_commit(repo: str | None = None) -> dict[str, Any]:
+    """{"commit": HEAD's hash or None outside git, "dirty": uncommitted changes to tracked code (results/ aside)}."""
+    repo = repo or os.path.dirname(ROOT)
+
+    def git(*args):
+        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        head = git("rev-parse", "HEAD")
+        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def commit_results(results: Results, experiment: str, name: str, *, seconds: float | None = None,
+                   command: str | None = None, root: str | None = None) -> str:
+    """Write ``results`` with its provenance to ``results/<experiment>/<name>.json``; return the path.
+
+    ``seconds`` is the run's wall-clock time and ``command`` how to rerun it (default: this process's argv).
+    """
+    if not isinstance(results, Results):
+        raise TypeError(f"results must be an energylab.results.Results, got {type(results).__name__}")
+    if results.experiment != experiment:
+        raise ValueError(f"results are of experiment {results.experiment!r}, not {experiment!r}")
+    path = committed_path(experiment, name, root)
+    data = results.to_dict()
+    data["provenance"] = {
+        "machine": machine(), **source_commit(),
+        "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        "command": command if command is not None else " ".join(["python -m energylab", *sys.argv[1:]]),
+        "seconds": None if seconds is None else round(float(seconds), 1)}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    return write_json(path, data)
+
+
+def load_committed(experiment: str, name: str = "medium", root: str | None = None) -> tuple[Results, dict]:
+    """(Results, provenance) from ``results/<experiment>/<name>.json``; FileNotFoundError says how to make it."""
+    path = committed_path(experiment, name, root)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no committed results at {path}; make them with "
+                                f"`python -m energylab run {experiment} --profile {name} --commit`")
+    data = read_json(path)
+    provenance = data.pop("provenance", None)
+    missing = {"machine", "date", "commit"} - set(provenance or {})
+    if missing:
+        raise ValueError(f"{path} lacks provenance fields {sorted(missing)}")
+    return Results.from_dict(data), provenance
+
+
+def describe_provenance(provenance: dict) -> str:
+    """One line for a caption: date, machine, commit (and whether the tree was dirty), wall-clock time."""
+    m = provenance["machine"]
+    where = m.get("accelerator") or f"{m.get('processor', '?')}, {m.get('torch_threads', '?')} thread(s)"
+    commit = (provenance.get("commit") or "unknown commit")[:10] + (" + local changes" if provenance.get("dirty")
+                                                                     else "")
+    took = "" if provenance.get("seconds") is None else f", {provenance['seconds'] / 60:.1f} min"
+    return f"run {provenance['date'][:10]} on {where} at {commit}{took}"

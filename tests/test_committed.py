@@ -1,0 +1,60 @@
+"""Committed results (energylab.committed): provenance written and read back, the CLI's --commit, and every file
+under results/<experiment>/ being a loadable Results of its folder's experiment with machine, date and commit."""
+import glob
+import os
+
+import pytest
+
+from energylab import committed, experiments
+from energylab.__main__ import main
+from energylab.results import Results
+
+
+def _results(experiment="toy"):
+    return Results(experiment, {"steps": 3}, final={"loss": 0.25}, tables={"t": [{"a": 1}]})
+
+
+def test_commit_and_load_round_trip(tmp_path):
+    path = committed.commit_results(_results(), "toy", "medium", seconds=61.26, command="x", root=str(tmp_path))
+    assert path == str(tmp_path / "toy" / "medium.json")
+    res, prov = committed.load_committed("toy", "medium", root=str(tmp_path))
+    assert res == _results()
+    assert prov["seconds"] == 61.3 and prov["command"] == "x" and prov["date"][:2] == "20"
+    assert prov["machine"]["cores"] == os.cpu_count() and "torch" in prov["machine"]
+    assert prov["commit"] is None or len(prov["commit"]) == 40  # this repository's HEAD (None outside git)
+    line = committed.describe_provenance(prov)
+    assert line.startswith(f"run {prov['date'][:10]} on ") and line.endswith(", 1.0 min")
+
+
+def test_bad_names_and_missing_files_are_clear(tmp_path):
+    with pytest.raises(ValueError, match="name must be lower-case"):
+        committed.committed_path("toy", "../x")
+    with pytest.raises(ValueError, match="not 'nt'"):
+        committed.commit_results(_results(), "nt", "medium", root=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="python -m energylab run toy --profile medium --commit"):
+        committed.load_committed("toy", "medium", root=str(tmp_path))
+    (tmp_path / "toy").mkdir()
+    (tmp_path / "toy" / "bare.json").write_text('{"experiment": "toy", "config": {}, "histories": {}, "final": {},'
+                                                ' "tables": {}, "extra": {}, "provenance": {"date": "2026"}}')
+    with pytest.raises(ValueError, match=r"lacks provenance fields \['commit', 'machine'\]"):
+        committed.load_committed("toy", "bare", root=str(tmp_path))
+
+
+def test_cli_commit_writes_the_named_file(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
+    monkeypatch.setattr(committed, "ROOT", str(tmp_path / "committed"))
+    out = str(tmp_path / "run")
+    assert main(["run", "toy", "--profile", "quick", "--device", "cpu", "--out", out, "--commit", "medium"]) == 0
+    assert "committed results written to" in capsys.readouterr().out
+    res, prov = committed.load_committed("toy", "medium")
+    assert res == Results.load(out) and "--commit medium" in prov["command"] and prov["seconds"] >= 0
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(committed.ROOT, "*", "*.json"))) or [None])
+def test_every_committed_file_loads_with_provenance(path):
+    if path is None:
+        pytest.skip("no committed results yet")
+    experiment, name = os.path.basename(os.path.dirname(path)), os.path.basename(path)[:-5]
+    res, prov = committed.load_committed(experiment, name)
+    assert res.experiment == experiment and experiment in experiments.EXPERIMENTS
+    assert prov["commit"] and len(prov["commit"]) == 40 and prov["machine"]["processor"]
