@@ -4,7 +4,9 @@
     python scripts/build_book.py --execute  # first re-execute every notebook with papermill (profile=quick)
 
 The sources are copied to _build/src/ (notebooks there are replaced by freshly executed copies with
---execute), so the working tree is never modified. Jupyter Book runs with -W -n --keep-going: any warning,
+--execute), so the working tree is never modified. The build adds an execution status page (scripts/status_page.py):
+each chapter's profile, wall time, date and result, and the committed results under results/.
+Jupyter Book runs with -W -n --keep-going: any warning,
 broken reference or failing cell fails the build.
 """
 from __future__ import annotations
@@ -39,7 +41,10 @@ def stage_sources() -> None:
         shutil.copy2(nb, SRC / "notebooks" / nb.name)
 
 
-def execute_notebooks(profile: str) -> list[tuple[str, float]]:
+def execute_notebooks(profile: str) -> list[dict]:
+    """Execute every chapter into the staged sources; one record each (a failing chapter is recorded, not fatal
+    here: the status page shows it and main() fails the build)."""
+    import datetime
     import tempfile
 
     import nbformat
@@ -49,23 +54,45 @@ def execute_notebooks(profile: str) -> list[tuple[str, float]]:
 
     portable.pin_environment()  # the kernels papermill starts inherit the pinned numerics
 
-    times = []
+    runs = []
     for nb in notebooks():
         t0 = time.perf_counter()
+        date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
         print(f"[build] executing {nb.name} (profile={profile}) ...", flush=True)
         # IPC transport with an absolute socket path: TCP kernels were seen to stall for minutes on cells that
         # display a large figure inside an ipywidgets Output; the per-cell timeout turns any hang into an error.
         km = KernelManager(kernel_name="python3", transport="ipc", ip=str(pathlib.Path(tempfile.mkdtemp()) / "k"))
-        papermill.execute_notebook(str(nb), str(SRC / "notebooks" / nb.name), parameters={"profile": profile},
-                                   kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False,
-                                   km=km, execution_timeout=900)
+        error = None
+        try:
+            papermill.execute_notebook(str(nb), str(SRC / "notebooks" / nb.name), parameters={"profile": profile},
+                                       kernel_name="python3", cwd=str(ROOT / "notebooks"), progress_bar=False,
+                                       km=km, execution_timeout=900)
+        except Exception as err:  # papermill.PapermillExecutionError and kernel failures alike
+            error = " ".join(str(err).split())[:300]
+            print(f"[build] {nb.name} FAILED: {error}", flush=True)
         executed = SRC / "notebooks" / nb.name
         book = nbformat.read(executed, as_version=4)
         clean(book)  # papermill's injected cell would show the parameters twice on the page
         nbformat.write(book, executed)
-        times.append((nb.name, time.perf_counter() - t0))
-        print(f"[build] {nb.name}: {times[-1][1]:.1f} s", flush=True)
-    return times
+        runs.append({"notebook": nb.name, "profile": profile, "seconds": time.perf_counter() - t0, "date": date,
+                     "error": error})
+        print(f"[build] {nb.name}: {runs[-1]['seconds']:.1f} s", flush=True)
+    return runs
+
+
+def write_status_page(runs: list[dict]) -> None:
+    """The execution status page into the staged sources, and into the staged table of contents."""
+    import status_page
+
+    machine = None
+    if runs:
+        from energylab.committed import machine as describe_machine
+
+        machine = describe_machine()
+    (SRC / (status_page.PAGE + ".md")).write_text(
+        status_page.render(runs, notebooks(), machine, ROOT / "results"), encoding="utf-8")
+    toc = SRC / "_toc.yml"
+    toc.write_text(status_page.add_to_toc(toc.read_text(encoding="utf-8")), encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -76,8 +103,9 @@ def main(argv=None) -> int:
 
     subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py")], check=True)
     stage_sources()
-    if args.execute:
-        execute_notebooks(args.profile)
+    runs = execute_notebooks(args.profile) if args.execute else []
+    write_status_page(runs)
+    failed = [r["notebook"] for r in runs if r["error"] is not None]
     html = ROOT / "_build" / "html"
     if html.exists():
         shutil.rmtree(html)
@@ -88,6 +116,10 @@ def main(argv=None) -> int:
     if result.returncode != 0:
         print("[build] FAILED: see the warnings above", file=sys.stderr)
         return result.returncode
+    if failed:
+        print(f"[build] FAILED: {len(failed)} chapter(s) did not execute: {', '.join(failed)} (the site was built "
+              "with their error outputs; see book/status.html)", file=sys.stderr)
+        return 1
     print(f"\nThe book is built. Open it offline:  {html / 'index.html'}\n"
           "  (e.g. `python -m http.server -d _build/html 8000` and browse to http://127.0.0.1:8000)\n"
           "To run the chapters yourself instead:  jupyter lab notebooks/")

@@ -290,6 +290,22 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
     return problems
 
 
+def check_status_page(site: pathlib.Path) -> list[str]:
+    """The execution status page lists every chapter once, with no failed run (problems, empty when fine)."""
+    page = site / "book" / "status.html"
+    if not page.exists():
+        return ["book/status.html is missing (scripts/build_book.py writes it)"]
+    html = page.read_text(encoding="utf-8")
+    chapters = sorted(p.name for p in (site / "notebooks").glob("*.html"))
+    row = r'<tr[^>]*>\s*<td[^>]*><p><a class="reference internal" href="../notebooks/([^"#]+\.html)'
+    listed = re.findall(row, html)
+    problems = [f"status page lists {name} {listed.count(name)} times" for name in chapters if listed.count(name) != 1]
+    problems += [f"status page lists a chapter that is not on the site: {n}" for n in set(listed) - set(chapters)]
+    if "failed: " in html:
+        problems.append("status page reports a failed chapter")
+    return problems
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--screenshots", type=pathlib.Path, default=None, help="save a PNG of each page here")
@@ -319,6 +335,9 @@ def main(argv=None) -> int:
         finally:
             stop_chromium(proc)
             server.shutdown()
+    status = check_status_page(SITE)
+    if status:
+        failures["book/status.html (content)"] = status
     for page, problems in failures.items():
         print(f"FAIL {page}:")
         for p in dict.fromkeys(problems):

@@ -44,3 +44,17 @@ def test_math_must_be_typeset(site):
     assert expected["math"] == 1 and expected["redirect"] is None
     assert not ss.rendered({**DONE, "math": 1}, expected)
     assert ss.rendered({**DONE, "math": 1, "typeset": 1}, expected)
+
+
+def test_status_page_must_list_every_chapter_once(site):
+    assert ss.check_status_page(site) == ["book/status.html is missing (scripts/build_book.py writes it)"]
+    (site / "notebooks").mkdir()
+    for name in ("01_a.html", "02_b.html"):
+        (site / "notebooks" / name).write_text("")
+    row = '<tr class="row-odd"><td><p><a class="reference internal" href="../notebooks/{}"><span>x</span></a></p></td>'
+    (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("01_a.html"))
+    assert ss.check_status_page(site) == ["status page lists 01_a.html 2 times", "status page lists 02_b.html 0 times"]
+    (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("02_b.html") + "failed: x")
+    assert ss.check_status_page(site) == ["status page reports a failed chapter"]
+    (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("02_b.html"))
+    assert ss.check_status_page(site) == []
