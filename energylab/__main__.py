@@ -77,6 +77,10 @@ def _main(argv: list[str] | None) -> int:
         overrides = dict(args.overrides)
         overrides["device"] = args.device
         started = time.perf_counter()
+        if args.commit is not None:
+            from energylab.committed import source_commit
+
+            source = source_commit()  # the code this run starts from (the tree may change while it trains)
         results = experiments.run_experiment(args.experiment, args.profile, out_dir=out, resume=args.resume,
                                              **overrides)
     except ValueError as err:
@@ -92,7 +96,7 @@ def _main(argv: list[str] | None) -> int:
 
             command = " ".join(["python -m energylab", *(sys.argv[1:] if argv is None else argv)])
             path = commit_results(results, args.experiment, args.commit or args.profile, command=command,
-                                  seconds=time.perf_counter() - started)
+                                  seconds=time.perf_counter() - started, source=source)
             print(f"committed results written to {path}")
         for key, value in results.final.items():
             print(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")

@@ -80,10 +80,12 @@ def source_commit(repo: str | None = None) -> dict[str, Any]:
 
 
 def commit_results(results: Results, experiment: str, name: str, *, seconds: float | None = None,
-                   command: str | None = None, root: str | None = None) -> str:
+                   command: str | None = None, source: dict | None = None, root: str | None = None) -> str:
     """Write ``results`` with its provenance to ``results/<experiment>/<name>.json``; return the path.
 
-    ``seconds`` is the run's wall-clock time and ``command`` how to rerun it (default: this process's argv).
+    ``seconds`` is the run's wall-clock time, ``command`` how to rerun it (default: this process's argv) and
+    ``source`` the :func:`source_commit` taken when the run STARTED (default: now; the code may have moved on
+    during a long run, so callers that run the experiment pass the one they took first).
     """
     if not isinstance(results, Results):
         raise TypeError(f"results must be an energylab.results.Results, got {type(results).__name__}")
@@ -92,7 +94,7 @@ def commit_results(results: Results, experiment: str, name: str, *, seconds: flo
     path = committed_path(experiment, name, root)
     data = results.to_dict()
     data["provenance"] = {
-        "machine": machine(), **source_commit(),
+        "machine": machine(), **(source if source is not None else source_commit()),
         "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         "command": command if command is not None else " ".join(["python -m energylab", *sys.argv[1:]]),
         "seconds": None if seconds is None else round(float(seconds), 1)}

@@ -219,11 +219,18 @@ def evaluate_checks(cdp: CDP, session: str) -> dict | None:
 
 
 def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
-               timeout: float = 90.0, settle: float = 3.0) -> list[str]:
+               timeout: float = 90.0, settle: float = 3.0, pdf: pathlib.Path | None = None,
+               width: int | None = None) -> list[str]:
+    """Open ``url`` in a new tab, wait until it has rendered, and return what a reader would find wrong (empty
+    when nothing). With ``pdf``, the rendered page is then printed there (scripts/build_pdf.py); ``width`` sets
+    the viewport's width in CSS pixels first (figures are laid out for it)."""
     target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
     session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     cdp.watched.clear()
     cdp.watch(session, page=True)
+    if width is not None:
+        cdp.send("Emulation.setDeviceMetricsOverride", session, width=width, height=2000, deviceScaleFactor=1,
+                 mobile=False)
     cdp.events.clear()
     cdp.send("Page.navigate", session, url=url)
     problems = []
@@ -284,10 +291,26 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         clip = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 16000), "scale": 0.5}
         shot = cdp.send("Page.captureScreenshot", session, format="png", clip=clip, captureBeyondViewport=True)["data"]
         screenshot.write_bytes(base64.b64decode(shot))
+    if pdf is not None:
+        print_to_pdf(cdp, session, pdf)
     cdp.send("Target.closeTarget", targetId=target)
     print(f"  {url.split('/', 3)[-1]:45s} math {result['typeset']:4d}  figures {result['figures']:2d}  "
           f"widgets {result['widgets_rendered']:2d}  {'OK' if not problems else 'FAIL'}", flush=True)
     return problems
+
+
+def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> None:
+    """Print the page in ``session`` (A4, backgrounds, the page's print CSS) to ``path``, streamed in chunks."""
+    reply = cdp.send("Page.printToPDF", session, paperWidth=8.27, paperHeight=11.69, printBackground=True,
+                     marginTop=0.5, marginBottom=0.5, marginLeft=0.5, marginRight=0.5,
+                     transferMode="ReturnAsStream")
+    with open(path, "wb") as f:
+        while True:
+            chunk = cdp.send("IO.read", session, handle=reply["stream"], size=1 << 20)
+            f.write(base64.b64decode(chunk["data"]) if chunk.get("base64Encoded") else chunk["data"].encode())
+            if chunk.get("eof"):
+                break
+    cdp.send("IO.close", session, handle=reply["stream"])
 
 
 def check_status_page(site: pathlib.Path) -> list[str]:

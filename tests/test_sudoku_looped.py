@@ -155,3 +155,17 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
     a, b = (torch.load(tmp_path / d / "seed0" / "checkpoint.pt", weights_only=False)["model"] for d in ("whole", "cut"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert resumed.tables == whole.tables
+
+
+def test_committed_medium_cpu_run_shows_test_time_scaling():
+    """results/sudoku/medium-cpu.json (6x6, looped Transformer, trained at T = 8): the numbers the book quotes."""
+    from energylab.committed import load_committed
+
+    res, prov = load_committed("sudoku", "medium-cpu")
+    assert res.config["size"] == 6 and res.config["iterations"] == 8 and res.config["layer"] == "transformer"
+    f = res.final
+    assert round(f["6x6-id/board@T8"], 3) == 0.866 and round(f["6x6-id/board@T32"], 3) == 0.918
+    assert round(f["6x6-ood/board@T8"], 3) == 0.233 and round(f["6x6-ood/board@T32"], 3) == 0.461
+    ood = [f[f"6x6-ood/board@T{t}"] for t in (4, 8, 16, 32)]
+    assert ood == sorted(ood) and ood[-1] > 1.9 * ood[1]  # running the loop 4x longer doubles OOD boards solved
+    assert prov["seconds"] < 30 * 60  # the medium-cpu budget: one CPU core, under 30 minutes

@@ -7,6 +7,10 @@
    forwards to ``MathJax.typesetPromise``. It also resolves its icon fonts against its own AMD module id
    (``@jupyter-widgets/html-manager/dist/...``, relative to the page); a require.js path maps that id to the local
    copy of the fonts in ``_static/html-manager/``.
+3. The single-page build (``--builder singlehtml``, which the book's PDF is printed from) looks up node visitors
+   under "singlehtml" and falls back to "html" only when no extension registered any "singlehtml" handler; one
+   does, so nodes with only "html" visitors (sphinx-jupyterbook-latex's HiddenCellNode, ...) break that build. We
+   copy the missing "html" handlers over.
 """
 from __future__ import annotations
 
@@ -48,6 +52,16 @@ def _dedupe_and_shim(app, pagename, templatename, context, doctree):
     scripts[:] = unique
 
 
+def _html_handlers_for_singlehtml(app):
+    if app.builder.name != "singlehtml":
+        return
+    handlers = app.registry.translation_handlers
+    single = handlers.setdefault("singlehtml", {})
+    for node, visitors in handlers.get("html", {}).items():
+        single.setdefault(node, visitors)
+
+
 def setup(app):
     app.connect("html-page-context", _dedupe_and_shim, priority=900)
+    app.connect("builder-inited", _html_handlers_for_singlehtml)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}

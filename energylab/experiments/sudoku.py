@@ -68,7 +68,8 @@ PROFILES = {
     # 4×4, d = 64, T = 8: measured 78-93 s on one CPU thread (1,170 steps, data and evaluation included);
     # 4x4-id 97% / 4x4-ood 79% boards at T = 8, 98% / 87% at T = 32
     "quick": Config(),
-    # 6×6 (2×3 boxes) for one CPU core: 5,600 steps at about 0.18 s (measured per step): about 17 min
+    # 6×6 (2×3 boxes) for one CPU core: 5,600 steps, measured 16 min; committed (results/sudoku/medium-cpu.json):
+    # 6x6-id 87% / 6x6-ood 23% boards at T = 8, 92% / 46% at T = 32
     "medium-cpu": Config(size=6, train_set="6x6-id", test_sets=("6x6-id", "6x6-ood"), n_train=9000, n_test=1000,
                          dim=64, heads=4, iterations=8, epochs=40, batch_size=64, warmup_steps=200, eval_every=500),
     # 9×9 SATNet-like training, tested on SATNet-like, RRN-like (22–34) and RRN-17 (17–34) boards
@@ -90,7 +91,8 @@ PROFILES = {
 }
 COST = {
     "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
-    "medium-cpu": "about 17-20 min on one CPU core (6x6 boards, d = 64, 5,600 steps at about 0.18 s)",
+    "medium-cpu": "16 min on one CPU core (measured 976 s: 6x6 boards, d = 64, 5,600 steps; committed as "
+                  "results/sudoku/medium-cpu.json)",
     "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
               "about 16 h on one CPU core (11 s/step measured)",
     "full": "paper 003 scale: 5 seeds x 9,000 steps at d = 512, T = 16: a few GPU hours (estimate)",

@@ -1,0 +1,117 @@
+"""The whole book as one PDF, built offline: `python scripts/build_pdf.py` (after scripts/build_book.py).
+
+Jupyter Book builds the staged sources (_build/src, written by build_book.py) as a single HTML page; headless
+Chromium opens it, waits until MathJax has typeset every equation and plotly has drawn every figure (the same
+checks as the site's smoke test), and prints it to A4 as _build/html/energylab.pdf. Every page of the website then
+gets a link to it in its download menu. The PDF has the math, the figures (as drawn, vector), the exercises and
+the bibliography; the ipywidgets controls (live only with a kernel) are left out.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import smoke_site  # noqa: E402 - the Chromium driver, the page checks and the printer
+
+SRC = ROOT / "_build" / "src"
+SINGLE = ROOT / "_build" / "pdf"
+PDF_NAME = "energylab.pdf"
+PRINT_WIDTH = 760  # CSS px: A4 less its margins at 96 px per inch is about 700; figures are laid out for this
+LINK = ('<li><a href="{href}" target="_blank" class="btn btn-sm btn-download-book-pdf-button dropdown-item" '
+        'title="The whole book as one PDF" data-bs-placement="left" data-bs-toggle="tooltip">'
+        '<span class="btn__icon-container"><i class="fas fa-book"></i></span>'
+        '<span class="btn__text-container">book .pdf</span></a></li>')
+MENU = '<div class="dropdown dropdown-download-buttons">'
+
+
+def build_single_page() -> pathlib.Path:
+    """The staged book as one HTML page; its path."""
+    if not (SRC / "_toc.yml").exists():
+        sys.exit("build_pdf: no staged sources in _build/src; run scripts/build_book.py first")
+    if SINGLE.exists():
+        shutil.rmtree(SINGLE)
+    jb = shutil.which("jupyter-book", path=str(pathlib.Path(sys.executable).parent)) or "jupyter-book"
+    subprocess.run([jb, "build", str(SRC), "--builder", "singlehtml", "--path-output", str(SINGLE), "-n",
+                    "--keep-going", "-q"], check=True)
+    root = SINGLE / "_build" / "singlehtml"
+    assembled = max(root.rglob("*.html"), key=lambda p: p.stat().st_size)  # index.html only redirects to it
+    # the assembled page sits at the root doc's path (book/intro.html) but links its assets as if it were at the
+    # top (_static/...): move it there
+    page = root / "book.html"
+    html = assembled.read_text(encoding="utf-8")
+    # a page has nothing to do with live controls: the single page carries no widget state (myst-nb adds it per
+    # chapter page only), so their views are dropped; the search box has no index on a single page
+    html = re.sub(r'<script type="application/vnd\.jupyter\.widget-view\+json">.*?</script>', "", html,
+                  flags=re.DOTALL)
+    html = html.replace('<script src="searchindex.js"></script>', "")
+    page.write_text(html, encoding="utf-8")
+    assembled.unlink()
+    return page
+
+
+def print_book(page: pathlib.Path, out: pathlib.Path) -> list[str]:
+    """Render ``page`` in Chromium and print it to ``out``; the problems a reader would see (empty when none)."""
+    root = SINGLE / "_build" / "singlehtml"
+    server, port = smoke_site.serve(root)
+    smoke_site.SITE = root  # expected_content resolves paths against the served folder
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
+        proc, ws_url = smoke_site.start_chromium(profile)
+        try:
+            cdp = smoke_site.CDP(ws_url)
+            url = f"http://127.0.0.1:{port}/{page.relative_to(root).as_posix()}"
+            return smoke_site.check_page(cdp, url, page, None, timeout=300, settle=2.0, pdf=out, width=PRINT_WIDTH)
+        finally:
+            smoke_site.stop_chromium(proc)
+            server.shutdown()
+
+
+def link_from_every_page(site: pathlib.Path) -> int:
+    """Add the book PDF to every page's download menu; the number of pages changed."""
+    changed = 0
+    for html_file in site.rglob("*.html"):
+        html = html_file.read_text(encoding="utf-8")
+        if MENU not in html or "btn-download-book-pdf-button" in html:
+            continue
+        depth = len(html_file.relative_to(site).parts) - 1
+        link = LINK.format(href="../" * depth + PDF_NAME)
+        html = re.sub(r'(<div class="dropdown dropdown-download-buttons">.*?<ul class="dropdown-menu">)',
+                      lambda m: m.group(1) + link, html, count=1, flags=re.DOTALL)
+        html_file.write_text(html, encoding="utf-8")
+        changed += 1
+    return changed
+
+
+def pdf_pages(path: pathlib.Path) -> int:
+    """Pages of a PDF Chromium printed (its page objects), without a PDF library."""
+    return len(re.findall(rb"/Type\s*/Page[^s]", path.read_bytes()))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)
+    site = ROOT / "_build" / "html"
+    if not (site / "index.html").exists():
+        sys.exit("build_pdf: no site at _build/html; build it first (python scripts/build_book.py)")
+    t0 = time.perf_counter()
+    page = build_single_page()
+    out = site / PDF_NAME
+    problems = print_book(page, out)
+    for p in dict.fromkeys(problems):
+        print(f"[pdf]   - {p}")
+    pages = link_from_every_page(site)
+    size = out.stat().st_size / 1e6 if out.exists() else 0
+    print(f"[pdf] {out.relative_to(ROOT)}: {pdf_pages(out) if out.exists() else 0} pages, {size:.1f} MB, "
+          f"{time.perf_counter() - t0:.0f} s; linked from {pages} pages", flush=True)
+    return 1 if problems or not out.exists() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
