@@ -2,6 +2,7 @@
 
     python scripts/build_book.py            # build from the committed (already executed) notebooks
     python scripts/build_book.py --execute  # first re-execute every notebook with papermill (profile=quick)
+    python scripts/build_book.py --no-pdf   # skip the whole-book PDF (scripts/build_pdf.py, needs Chromium)
 
 The sources are copied to _build/src/ (notebooks there are replaced by freshly executed copies with
 --execute), so the working tree is never modified. The build adds an execution status page (scripts/status_page.py):
@@ -99,6 +100,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--execute", action="store_true", help="re-execute notebooks with papermill first")
     parser.add_argument("--profile", default="quick", choices=["quick", "full"])
+    parser.add_argument("--no-pdf", action="store_true",
+                        help="do not print the whole book to _build/html/energylab.pdf")
     args = parser.parse_args(argv)
 
     subprocess.run([sys.executable, str(ROOT / "scripts" / "vendor_assets.py")], check=True)
@@ -116,6 +119,15 @@ def main(argv=None) -> int:
     if result.returncode != 0:
         print("[build] FAILED: see the warnings above", file=sys.stderr)
         return result.returncode
+    if not args.no_pdf:
+        import build_pdf
+        import smoke_site
+
+        if smoke_site.chromium() is None:
+            print("[build] no Chromium: the whole-book PDF was not built (Debian: apt-get install chromium)")
+        elif build_pdf.main([]) != 0:
+            print("[build] FAILED: the whole-book PDF (see [pdf] above)", file=sys.stderr)
+            return 1
     if failed:
         print(f"[build] FAILED: {len(failed)} chapter(s) did not execute: {', '.join(failed)} (the site was built "
               "with their error outputs; see book/status.html)", file=sys.stderr)

@@ -12,6 +12,8 @@ errors from timers or lazily loaded code are seen too. A page fails if:
 - a plotly figure's div holds no drawn SVG;
 - a saved widget view was not rendered;
 - a redirecting page (index.html) did not arrive where it points, or the search found nothing.
+Then, without a browser: the status page lists every chapter once with no failure, and every page's download
+menu links the whole-book PDF, which exists.
 Exit status 0 when every page passes.
 """
 from __future__ import annotations
@@ -157,8 +159,13 @@ def serve(directory: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, int
     return server, server.server_address[1]
 
 
+def chromium() -> str | None:
+    """The Chromium executable, or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
 def start_chromium(profile_dir: str) -> tuple[subprocess.Popen, str]:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    exe = chromium()
     if exe is None:
         sys.exit("smoke_site: Chromium not found (Debian: apt-get install chromium)")
     # its own process group, so that stop_chromium ends the renderers and helpers too
@@ -313,6 +320,29 @@ def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> None:
     cdp.send("IO.close", session, handle=reply["stream"])
 
 
+def check_book_pdf(site: pathlib.Path, min_pages: int = 20) -> list[str]:
+    """Every page with a download menu links the whole-book PDF, which exists and is a PDF of >= min_pages."""
+    pdf = site / "energylab.pdf"
+    problems = []
+    if not pdf.exists() or not pdf.read_bytes().startswith(b"%PDF-"):
+        problems.append("energylab.pdf is missing or not a PDF (scripts/build_pdf.py makes it)")
+    else:
+        pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf.read_bytes()))
+        if pages < min_pages:
+            problems.append(f"energylab.pdf has {pages} pages, expected at least {min_pages}")
+    for html_file in sorted(site.rglob("*.html")):
+        html = html_file.read_text(encoding="utf-8")
+        if 'dropdown-download-buttons' not in html:
+            continue
+        link = re.search(r'<a href="([^"]+)"[^>]*btn-download-book-pdf-button', html)
+        rel = html_file.relative_to(site).as_posix()
+        if link is None:
+            problems.append(f"{rel}: no link to the book PDF in the download menu")
+        elif (html_file.parent / link.group(1)).resolve() != pdf.resolve():
+            problems.append(f"{rel}: the book PDF link points to {link.group(1)}")
+    return problems
+
+
 def check_status_page(site: pathlib.Path) -> list[str]:
     """The execution status page lists every chapter once, with no failed run (problems, empty when fine)."""
     page = site / "book" / "status.html"
@@ -358,9 +388,10 @@ def main(argv=None) -> int:
         finally:
             stop_chromium(proc)
             server.shutdown()
-    status = check_status_page(SITE)
-    if status:
-        failures["book/status.html (content)"] = status
+    for name, problems in (("book/status.html (content)", check_status_page(SITE)),
+                           ("energylab.pdf (the whole book)", check_book_pdf(SITE))):
+        if problems:
+            failures[name] = problems
     for page, problems in failures.items():
         print(f"FAIL {page}:")
         for p in dict.fromkeys(problems):

@@ -58,3 +58,18 @@ def test_status_page_must_list_every_chapter_once(site):
     assert ss.check_status_page(site) == ["status page reports a failed chapter"]
     (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("02_b.html"))
     assert ss.check_status_page(site) == []
+
+
+def test_every_page_must_link_the_book_pdf(site):
+    menu = '<div class="dropdown dropdown-download-buttons"><ul class="dropdown-menu">{}</ul></div>'
+    link = '<li><a href="{}" class="btn btn-sm btn-download-book-pdf-button dropdown-item">book .pdf</a></li>'
+    (site / "book" / "intro.html").write_text(menu.format(link.format("../energylab.pdf")))
+    (site / "book" / "notation.html").write_text(menu.format(""))
+    assert ss.check_book_pdf(site) == ["energylab.pdf is missing or not a PDF (scripts/build_pdf.py makes it)",
+                                       "book/notation.html: no link to the book PDF in the download menu"]
+    (site / "energylab.pdf").write_bytes(b"%PDF-1.4 " + b"<< /Type /Page >> " * 3 + b"<< /Type /Pages >>")
+    (site / "book" / "notation.html").write_text(menu.format(link.format("energylab.pdf")))
+    assert ss.check_book_pdf(site, min_pages=4) == ["energylab.pdf has 3 pages, expected at least 4",
+                                                    "book/notation.html: the book PDF link points to energylab.pdf"]
+    (site / "book" / "notation.html").write_text(menu.format(link.format("../energylab.pdf")))
+    assert ss.check_book_pdf(site, min_pages=3) == []
