@@ -1,0 +1,134 @@
+"""Two cells every chapter carries, written from one place: `python scripts/chapter_cells.py [--check]`.
+
+1. **The install cell**, the first code cell: on Colab (or any kernel without the library) it installs energylab and
+   the chapters' extras from the repository named in _config.yml; elsewhere it does nothing and prints nothing.
+2. **The "Run this chapter" box** of a chapter that trains, right after its title cell: each profile of its
+   experiments with the time it takes (the experiment's COST) and the command that runs it, so a reader knows what
+   the quick run in the page is and how to get the paper's scale.
+
+With --check nothing is written; the exit status is 1 when a chapter is out of date (tests/test_notebooks.py runs the
+same check). Neither cell has outputs, so writing them needs no re-execution.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+INSTALL_TAG = "install-energylab"
+BOX_TAG = "run-this-chapter"
+# chapter file -> the experiments it trains (energylab.experiments.EXPERIMENTS names), in the order it shows them
+TRAINED = {
+    "03_hopfield_memories.ipynb": ("hopfield",),
+    "04_newton_attention.ipynb": ("lis",),
+    "05_expressive_attention.ipynb": ("nt",),
+    "07_attractor_networks.ipynb": ("attractor",),
+}
+
+
+def repository_url() -> str:
+    """repository.url of _config.yml (read without a YAML library: one key, one line)."""
+    text = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    match = re.search(r"^repository:\s*\n(?:\s+.*\n)*?\s+url:\s*(\S+)", text, re.MULTILINE)
+    if match is None:
+        raise ValueError("_config.yml has no repository.url")
+    return match.group(1)
+
+
+def install_source() -> str:
+    return "\n".join([
+        "# On Colab, or in any kernel without the book's library: install it, with the chapters' extras, from the",
+        "# book's repository. Elsewhere this cell does nothing.",
+        "import importlib.util",
+        "",
+        'if importlib.util.find_spec("energylab") is None:',
+        f'    %pip install -q "energylab[book] @ git+{repository_url()}"'])
+
+
+def box_source(experiments: tuple[str, ...]) -> str:
+    """The "Run this chapter" admonition for a chapter that trains ``experiments``."""
+    from energylab.experiments import get_experiment
+
+    rows = ["| Experiment | Profile | Time | How to run it |", "|---|---|---|---|"]
+    for name in experiments:
+        module = get_experiment(name)
+        for profile in module.PROFILES:
+            cost = " ".join(module.COST[profile].split()).replace("|", "\\|")
+            if profile == "quick":
+                how = "this page: `profile = \"quick\"` in the parameters cell (the default)"
+            else:
+                device = " --device cuda" if "GPU" in cost or profile.startswith("full") else ""
+                how = f"`python -m energylab run {name} --profile {profile}{device}`"
+            rows.append(f"| `{name}` | {profile} | {cost} | {how} |")
+    return "\n".join([
+        ":::{admonition} Run this chapter",
+        ":class: tip",
+        "The page shows the **quick** profile, executed on one CPU thread when the book was built. The other "
+        "profiles run the same code at a larger scale (see [How to run](../book/how_to_run.md); medium results "
+        "committed under `results/` are shown in the chapter with their machine and date).",
+        "",
+        *rows,
+        ":::"])
+
+
+def _cell(cell_type: str, source: str, tag: str) -> dict:
+    cell = {"cell_type": cell_type, "metadata": {"tags": [tag]}, "source": source.splitlines(keepends=True)}
+    if cell_type == "code":
+        cell.update(execution_count=None, outputs=[])
+    return cell
+
+
+def _tagged(nb: dict, tag: str) -> int | None:
+    return next((i for i, c in enumerate(nb["cells"]) if tag in c.get("metadata", {}).get("tags", [])), None)
+
+
+def update(nb: dict, name: str) -> dict:
+    """The notebook with both cells present and current (a new dict; ``nb`` is not modified)."""
+    nb = json.loads(json.dumps(nb))
+    cells = nb["cells"]
+    install = _tagged(nb, INSTALL_TAG)
+    if install is None:
+        first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+        cells.insert(first_code, _cell("code", install_source(), INSTALL_TAG))
+    elif "".join(cells[install]["source"]) != install_source():
+        cells[install] = _cell("code", install_source(), INSTALL_TAG)
+    box = _tagged(nb, BOX_TAG)
+    if name in TRAINED:
+        wanted = _cell("markdown", box_source(TRAINED[name]), BOX_TAG)
+        if box is None:
+            cells.insert(1, wanted)  # right after the title cell
+        elif "".join(cells[box]["source"]) != "".join(wanted["source"]):
+            cells[box] = wanted
+    elif box is not None:
+        del cells[box]
+    return nb
+
+
+def chapters() -> list[pathlib.Path]:
+    return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a chapter is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for path in chapters():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        new = update(nb, path.name)
+        if new != nb:
+            stale.append(path.name)
+            if not args.check:
+                path.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    verb = "out of date" if args.check else "updated"
+    print(f"chapter_cells: {len(stale)} chapter(s) {verb}{': ' + ', '.join(stale) if stale else ''}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
