@@ -50,11 +50,13 @@ CHECK_JS = r"""
   const figs = [...document.querySelectorAll('div[id^="fig-"]')];
   const undrawn = figs.filter(el => !el.querySelector('svg.main-svg'));
   const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+  const explorers = [...document.querySelectorAll('div.sphere-explorer')];
   const rendered = document.querySelectorAll(
     '.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
   return JSON.stringify({math: math.length, typeset: document.querySelectorAll('mjx-container').length,
                          raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
                          widget_views: views, widgets_rendered: rendered, title: document.title,
+                         explorers_drawn: explorers.filter(el => el.querySelector('svg.main-svg')).length,
                          path: location.pathname, search_hits: document.querySelectorAll('ul.search li').length,
                          search_summary: (document.querySelector('.search-summary') || {}).textContent || ''});
 })()
@@ -203,6 +205,7 @@ def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
     return {"math": len(re.findall(r'class="math notranslate', html)),
             "figures": len(re.findall(r'<div id="fig-[0-9a-f]{12}"', html)),
             "widget_views": html.count('type="application/vnd.jupyter.widget-view+json"'),
+            "explorers": html.count('<div class="sphere-explorer"'),
             "redirect": redirect,
             "search": "searchindex.js" in html and bool(urllib.parse.parse_qs(query).get("q"))}
 
@@ -212,6 +215,7 @@ def rendered(result: dict, expected: dict) -> bool:
     return (result["math"] >= expected["math"] and typeset
             and result["figures"] >= expected["figures"] and not result["undrawn"]
             and (not expected["widget_views"] or result["widgets_rendered"] > 0)
+            and result.get("explorers_drawn", 0) >= expected.get("explorers", 0)
             and (not expected["redirect"] or result["path"] == expected["redirect"])
             and (not expected["search"] or result["search_summary"].strip() != ""))  # the search has finished
 
@@ -289,6 +293,11 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
                         f"not drawn: {result['undrawn']}")
     if expected["widget_views"] and not result["widgets_rendered"]:
         problems.append(f"widgets: {expected['widget_views']} saved views, none rendered")
+    if expected.get("explorers"):
+        drawn = result.get("explorers_drawn", 0)
+        if drawn < expected["explorers"]:
+            problems.append(f"sphere explorer: {expected['explorers']} in the page, {drawn} drawn")
+        problems += check_sphere_flow(cdp, session)
     if expected["redirect"] and result["path"] != expected["redirect"]:
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
@@ -303,6 +312,45 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
     cdp.send("Target.closeTarget", targetId=target)
     print(f"  {url.split('/', 3)[-1]:45s} math {result['typeset']:4d}  figures {result['figures']:2d}  "
           f"widgets {result['widgets_rendered']:2d}  {'OK' if not problems else 'FAIL'}", flush=True)
+    return problems
+
+
+# fixed starts on which the page's JavaScript integrator (book/assets/js/sphere_flow.js) must reproduce
+# energylab.flows.simulate: SA and USA, Euler and RK4, one and several heads
+FLOW_CASES = [dict(n=7, d=3, heads=1, preset="symmetric", normalized=True, method="euler", beta=2.0, step=0.1,
+                   steps=60),
+              dict(n=6, d=4, heads=2, preset="random", normalized=False, method="rk4", beta=1.0, step=0.05, steps=40),
+              dict(n=9, d=3, heads=3, preset="antisymmetric", normalized=True, method="rk4", beta=4.0, step=0.1,
+                   steps=30)]
+FLOW_TOL = 1e-6
+
+
+def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
+    """The page's SphereFlow.simulate against energylab.flows.simulate on FLOW_CASES (max |difference| <= 1e-6)."""
+    import torch
+
+    from energylab import flows, sphere
+
+    problems = []
+    for case in FLOW_CASES:
+        x0 = sphere.random_tokens(1, case["n"], case["d"], seed=3)
+        w = flows.preset_weights(case["preset"], case["d"], heads=case["heads"], seed=3)
+        config = flows.FlowConfig(beta=case["beta"], normalized=case["normalized"], step=case["step"],
+                                  steps=case["steps"], method=case["method"])
+        want = flows.simulate(x0, w, config).x[:, 0]  # (S, N, d)
+        args = json.dumps({"x0": x0[0].tolist(), "W": {k: getattr(w, k).tolist() for k in "QKV"},
+                           "cfg": {k: case[k] for k in ("beta", "normalized", "step", "steps", "method")}})
+        expr = f"(() => {{ const a = {args}; return JSON.stringify(SphereFlow.simulate(a.x0, a.W, a.cfg)); }})()"
+        try:
+            reply = cdp.send("Runtime.evaluate", session, expression=expr, returnByValue=True)
+            got = torch.tensor(json.loads(reply["result"]["value"]), dtype=torch.float64)
+        except (RuntimeError, KeyError, TypeError, ValueError) as err:
+            problems.append(f"sphere explorer: SphereFlow.simulate could not be run ({err})")
+            break
+        err = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
+        if err > FLOW_TOL:
+            problems.append(f"sphere explorer: the page's integrator differs from energylab.flows by {err:.2e} "
+                            f"(> {FLOW_TOL:g}) on {case}")
     return problems
 
 
