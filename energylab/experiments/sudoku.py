@@ -72,11 +72,6 @@ PROFILES = {
     # 6x6-id 87% / 6x6-ood 23% boards at T = 8, 92% / 46% at T = 32
     "medium-cpu": Config(size=6, train_set="6x6-id", test_sets=("6x6-id", "6x6-ood"), n_train=9000, n_test=1000,
                          dim=64, heads=4, iterations=8, epochs=40, batch_size=64, warmup_steps=200, eval_every=500),
-    # 9×9 on one CPU core: the smallest looped Transformer (d = 64, T = 8), 21 epochs of 9,000 SATNet-like boards
-    # (2,940 steps), tested on SATNet-like and the harder RRN-like (22-34 givens) boards
-    "medium-cpu9": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like"), n_train=9000,
-                          n_test=1000, dim=64, heads=4, iterations=8, epochs=21, batch_size=64, warmup_steps=200,
-                          eval_every=500),
     # 9×9 SATNet-like training, tested on SATNet-like, RRN-like (22–34) and RRN-17 (17–34) boards
     "medium": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"), n_train=9000,
                      n_test=1000, dim=256, heads=8, iterations=16, test_iterations=(8, 16, 32, 64), epochs=60,
@@ -98,7 +93,6 @@ COST = {
     "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
     "medium-cpu": "16 min on one CPU core (measured 976 s: 6x6 boards, d = 64, 5,600 steps; committed as "
                   "results/sudoku/medium-cpu.json)",
-    "medium-cpu9": "about 25-30 min on one CPU core (9x9 boards, d = 64, T = 8, 2,940 steps; being measured)",
     "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
               "about 16 h on one CPU core (11 s/step measured)",
     "full": "paper 003 scale: 5 seeds x 9,000 steps at d = 512, T = 16: a few GPU hours (estimate)",
