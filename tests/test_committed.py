@@ -50,11 +50,24 @@ def test_cli_commit_writes_the_named_file(monkeypatch, tmp_path, capsys):
     assert res == Results.load(out) and "--commit medium" in prov["command"] and prov["seconds"] >= 0
 
 
+def test_bench_commit_writes_one_file_per_section(monkeypatch, tmp_path):
+    from energylab.bench import __main__ as bench_main
+
+    monkeypatch.setattr(committed, "ROOT", str(tmp_path))
+    monkeypatch.setitem(bench_main.SECTIONS, "toy", "toy_section")
+    toy = type("M", (), {"run": staticmethod(lambda quick: [{"layer": "x", "ratio": 1.5 if quick else 2.0}])})
+    monkeypatch.setitem(__import__("sys").modules, "energylab.bench.toy_section", toy)
+    assert bench_main.main(["toy", "--quick", "--commit"]) == 0
+    res, prov = committed.load_committed("bench", "toy")
+    assert res.tables == {"toy": [{"layer": "x", "ratio": 1.5}]} and res.config == {"section": "toy", "quick": True}
+    assert prov["command"] == "python -m energylab.bench toy --quick --commit" and prov["seconds"] >= 0
+
+
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(committed.ROOT, "*", "*.json"))) or [None])
 def test_every_committed_file_loads_with_provenance(path):
     if path is None:
         pytest.skip("no committed results yet")
     experiment, name = os.path.basename(os.path.dirname(path)), os.path.basename(path)[:-5]
     res, prov = committed.load_committed(experiment, name)
-    assert res.experiment == experiment and experiment in experiments.EXPERIMENTS
+    assert res.experiment == experiment and (experiment in experiments.EXPERIMENTS or experiment == "bench")
     assert prov["commit"] and len(prov["commit"]) == 40 and prov["machine"]["processor"]

@@ -1,10 +1,15 @@
-"""``python -m energylab.bench [section ...] [--quick] [--json PATH]``: run benchmark sections, print tables."""
+"""``python -m energylab.bench [section ...] [--quick] [--json PATH] [--commit]``: run benchmark sections, print tables.
+
+``--commit`` also writes each section's rows to ``results/bench/<section>.json`` with the machine, date and git
+commit (:mod:`energylab.committed`): the Atlas shows each form's cost ratio from there, with where it was measured.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
 import sys
+import time
 
 from energylab.bench import SECTIONS, format_table
 
@@ -14,17 +19,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sections", nargs="*", help=f"sections to run (default: all): {', '.join(SECTIONS)}")
     parser.add_argument("--quick", action="store_true", help="smaller sizes and fewer repeats (a smoke run)")
     parser.add_argument("--json", default=None, help="also write all rows as JSON to this path")
+    parser.add_argument("--commit", action="store_true",
+                        help="also write results/bench/<section>.json with machine, date and commit")
     args = parser.parse_args(argv)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {unknown}; valid: {sorted(SECTIONS)}")
     results = {}
+    if args.commit:
+        from energylab.committed import commit_results, source_commit
+        from energylab.results import Results
+
+        source = source_commit()  # the code the benchmark starts from
     for name in args.sections or list(SECTIONS):
         module = importlib.import_module(f"energylab.bench.{SECTIONS[name]}")
         print(f"\n== {name} ==", flush=True)
+        started = time.perf_counter()
         rows = module.run(quick=args.quick)
         print(format_table(rows), flush=True)
         results[name] = rows
+        if args.commit:
+            record = Results("bench", {"section": name, "quick": args.quick}, tables={name: rows})
+            path = commit_results(record, "bench", name, seconds=time.perf_counter() - started, source=source,
+                                  command=f"python -m energylab.bench {name}{' --quick' * args.quick} --commit")
+            print(f"committed to {path}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
