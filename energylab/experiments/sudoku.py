@@ -211,7 +211,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             progress=config.progress)
         eval_fn = None if eval_data is None else (
             lambda m: test_time(m, eval_data, (config.iterations,))[config.iterations])
-        history = train(model, regularised_loss(config.regulariser, config.reg_weight), batches, train_cfg, eval_fn=eval_fn,
+        loss_fn = regularised_loss(config.regulariser, config.reg_weight)
+        history = train(model, loss_fn, batches, train_cfg, eval_fn=eval_fn,
                         out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"), resume=resume,
                         identity=config_record(config))
         results.histories[f"seed{s}"] = history
