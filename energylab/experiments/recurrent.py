@@ -51,23 +51,31 @@ class Config:
     sweep: tuple[float, ...] = (0.5, 2.0)  # factors of the one-factor sweep (input, value, step); 1 = trained
     lyap_steps: int = 16  # horizon of the Lyapunov exponent (paper 003: T = 16)
     n_sweep: int = 200  # OOD boards per sweep point
-    trace_iterations: int = 16  # iterations of the pseudo-energy trace
+    trace_iterations: int = 16  # iterations of the pseudo-energy trace (0: none; it forms (N d)² Jacobians)
     trace_k: int = 16  # top-k eigenspace of the contribution index (our choice: N, one direction per cell)
-    device: str = "cpu"  # the Jacobian computations are small: CPU
+    device: str = "cpu"  # "cpu", "cuda", ...: quick is small, the CPU is fastest for it
     seed: int = 0  # model seed (data seed 0)
 
 
 PROFILES = {
-    # measured about 60 s on one CPU thread (5 models x 600 steps, sweeps and traces included)
+    # measured 41 s on one idle CPU thread (5 models x 600 steps, sweeps and traces included), 112 s on a loaded one
     "quick": Config(),
     # the paper's protocol at 4x4 for one CPU core: T = 16, d = 64, more boards, all regularisers
     "medium": Config(layers=("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral", "itrsa+e-multi",
                              "itrsa+e-single", "akorn+spectral"), n_train=2500, n_test=500, dim=64,
                      iterations=16, test_iterations=(8, 16, 32, 64), epochs=30, batch_size=64, lr=1e-3,
                      warmup_steps=50, n_sweep=500, trace_iterations=64),
+    # paper 003's protocol (App. B): 9x9, SATNet-like ID / RRN-like OOD, D = 512, H = 8, T = 16, 100 epochs,
+    # batch 100; no contribution-index trace (it forms a (81·512)² Jacobian); lr is our choice (the paper tunes it)
+    "full": Config(layers=("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral", "itrsa+e-multi",
+                           "itrsa+e-single", "akorn+spectral"), size=9, train_set="satnet-like",
+                   test_sets=("satnet-like", "rrn-like"), n_train=9000, n_test=1000, dim=512, heads=8,
+                   iterations=16, test_iterations=(8, 16, 32, 64), epochs=100, batch_size=100, lr=5e-4,
+                   warmup_steps=500, n_sweep=1000, trace_iterations=0, device="cuda"),
 }
 COST = {
-    "quick": "about 1 min on one CPU thread (measured: 5 models, 600 steps each at d = 32, T = 4)",
+    "quick": "about 1 min on one CPU thread (measured 41 s idle, 112 s loaded: 5 models x 600 steps, d = 32, T = 4)",
+    "full": "paper 003 scale: 8 models x 9,000 steps at d = 512, T = 16: several GPU hours (estimate, not run)",
     "medium": "estimated 1-2 h on one CPU core (8 models x 1,170 steps at d = 64, T = 16; not timed); "
               "minutes on a GPU",
 }
@@ -147,7 +155,7 @@ def perturbed(model, factor: str, scale: float):
 def max_lyapunov(model, tokens: torch.Tensor, steps: int) -> float:
     """Max Lyapunov exponent of x ↦ layer(x, c) from x_0 = c on one board (tokens (N,)): (1/T) Σ ln |R_11|."""
     with torch.no_grad():
-        c = model.inputs(tokens[None])[0]
+        c = model.inputs(tokens[None].to(model.pos.device))[0]
     layer = model.layer
     value = lyapunov_spectrum(lambda x: layer(x[None], c[None])[0], c, steps, k=1)[0].detach()
     return float(value) if torch.isfinite(value) else float("nan")
@@ -157,7 +165,7 @@ def akorn_trace(model, data, iterations: int, k: int) -> dict:
     """Pseudo-energy (mean over boards) and contribution index (first board) after each iteration."""
     layer, energies, index = model.layer, [], []
     with torch.no_grad():
-        c = model.inputs(data.tokens)
+        c = model.inputs(data.tokens.to(model.pos.device))
     x = c
     for _ in range(iterations):
         with torch.no_grad():
@@ -191,7 +199,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             board = sudoku.test_time(m, sweep_data, (config.iterations,))[config.iterations]["board"]
             lyap.append({"layer": spec, "factor": factor, "scale": scale, "board": board,
                          "lyapunov": max_lyapunov(m, ood.tokens[0], config.lyap_steps)})
-        if "trace" not in results.extra and isinstance(model.layer, recurrent.KuramotoLayer):
+        if config.trace_iterations and "trace" not in results.extra and isinstance(model.layer,
+                                                                                    recurrent.KuramotoLayer):
             results.extra["trace"] = {"layer": spec, **akorn_trace(model, sweep_data, config.trace_iterations,
                                                                    config.trace_k)}
     results.tables.update(test_time=rows, lyapunov=lyap)
