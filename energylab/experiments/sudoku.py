@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from energylab._setup import choose_device
 from energylab.models.looped import LoopedConfig, LoopedModel
+from energylab.models.regularisers import REGULARISERS, regulariser
 from energylab.results import config_record
 from energylab.tasks import sudoku as tasks
 from energylab.train import Results, TrainConfig, train
@@ -62,6 +63,8 @@ class Config:
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
     progress: bool = True  # progress bars
+    regulariser: str = "none"  # "none", "spectral", "e-multi" or "e-single" (energylab.models.regularisers)
+    reg_weight: float = 0.0  # weight w of the regulariser: loss = CE + w · R (0: off)
 
 
 PROFILES = {
@@ -133,6 +136,21 @@ def blank_loss(model, batch):
     return loss, {"cell": (logits.argmax(-1)[mask] == target[mask]).float().mean()}
 
 
+def regularised_loss(name: str, weight: float):
+    """``blank_loss`` plus ``weight`` times the regulariser ``name`` of the model's layer (paper 003, Sec. 6.2)."""
+    if name != "none" and name not in REGULARISERS:
+        raise ValueError(f"regulariser must be 'none' or one of {sorted(REGULARISERS)}, got {name!r}")
+    if name == "none" or weight == 0:
+        return blank_loss
+
+    def loss(model, batch):
+        base, metrics = blank_loss(model, batch)
+        penalty = regulariser(name, getattr(model, "module", model).layer)  # DDP wraps the model
+        return base + weight * penalty, {**metrics, "reg": penalty.detach()}
+
+    return loss
+
+
 def epoch_batches(data: tasks.SudokuDataset, batch_size: int, seed: int):
     """``step -> (tokens, target, mask)``: each epoch a fresh seeded permutation, cut into full batches."""
     per_epoch = len(data) // batch_size
@@ -195,7 +213,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             progress=config.progress)
         eval_fn = None if eval_data is None else (
             lambda m: test_time(m, eval_data, (config.iterations,))[config.iterations])
-        history = train(model, blank_loss, batches, train_cfg, eval_fn=eval_fn,
+        loss_fn = regularised_loss(config.regulariser, config.reg_weight)
+        history = train(model, loss_fn, batches, train_cfg, eval_fn=eval_fn,
                         out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"), resume=resume,
                         identity=config_record(config))
         results.histories[f"seed{s}"] = history

@@ -1,0 +1,213 @@
+"""Looped self-attention beyond energies (paper 003): test-time scaling, Lyapunov exponents, pseudo-energy.
+
+For each layer spec (a looped layer name, optionally "+<regulariser>", e.g. ``"itrsa+spectral"``) one model is
+trained on Sudoku with the harness of :mod:`energylab.experiments.sudoku` and then
+
+1. evaluated on the ID and OOD sets after every iteration up to max(test_iterations) (test-time scaling, Figs. 4-5);
+2. perturbed along a one-factor sweep (input scale s: c ↦ s c; value scale v: W_V ↦ v W_V; step scale e: η or
+   γ ↦ e η), and at each point: OOD board accuracy at the training T and the max Lyapunov exponent of the step
+   x ↦ layer(x, c) from x_0 = c over ``lyap_steps`` steps on one OOD board (paper 003's Fig. 3, T = 16);
+3. for the first Kuramoto model: the pseudo-energy −Tr(XᵀY) (mean over boards) and the contribution index of
+   the top-k eigenspace (one board) after each iteration (Fig. 6).
+
+Results: ``tables["test_time"]`` rows (layer, set, iterations, board, cell); ``tables["lyapunov"]`` rows
+(layer, factor, scale, board, lyapunov); ``extra["curves"][layer][set]`` board accuracy at every T;
+``extra["trace"]`` {"iterations", "pseudo_energy", "contribution"}; ``final`` the headline numbers.
+Also here, without training: :func:`oscillator_eigenvalues` (Sec. 5.2) and :func:`jacobian_norms` (Fig. 1).
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from energylab.experiments import sudoku
+from energylab.jacobians import contribution_index, lyapunov_spectrum, pseudo_energy, spectral_norm
+from energylab.models import recurrent
+from energylab.sphere import normalize
+from energylab.tasks import sudoku as tasks
+from energylab.train import Results, TrainConfig, train
+
+
+@dataclass
+class Config:
+    layers: tuple[str, ...] = ("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral")  # specs
+    reg_weight: float = 0.01  # weight of the regulariser of "+<name>" specs (our choice; not in our notes)
+    size: int = 4  # board side
+    train_set: str = "4x4-id"  # training boards (generated)
+    test_sets: tuple[str, ...] = ("4x4-id", "4x4-ood")  # in and out of distribution
+    n_train: int = 1600  # training boards (quick: small, to fit the chapter's 2-minute budget)
+    n_test: int = 300  # test boards per set
+    dim: int = 32  # width d (8 oscillators of size 4 for the Kuramoto layers)
+    heads: int = 4  # attention heads
+    iterations: int = 4  # training T (the paper: 16; quick scales it down 4x)
+    test_iterations: tuple[int, ...] = (2, 4, 8, 16)  # T/2 .. 4T
+    epochs: int = 12  # passes over the boards (600 steps at batch 32)
+    batch_size: int = 32  # boards per step
+    lr: float = 3e-3  # AdamW peak rate (measured: 1e-3 is too slow for 600 steps)
+    warmup_steps: int = 20  # linear warm-up
+    sweep: tuple[float, ...] = (0.5, 2.0)  # factors of the one-factor sweep (input, value, step); 1 = trained
+    lyap_steps: int = 16  # horizon of the Lyapunov exponent (paper 003: T = 16)
+    n_sweep: int = 200  # OOD boards per sweep point
+    trace_iterations: int = 16  # iterations of the pseudo-energy trace (0: none; it forms (N d)² Jacobians)
+    trace_k: int = 16  # top-k eigenspace of the contribution index (our choice: N, one direction per cell)
+    device: str = "cpu"  # "cpu", "cuda", ...: quick is small, the CPU is fastest for it
+    seed: int = 0  # model seed (data seed 0)
+
+
+PROFILES = {
+    # measured 41 s on one idle CPU thread (5 models x 600 steps, sweeps and traces included), 112 s on a loaded one
+    "quick": Config(),
+    # the paper's protocol at 4x4 for one CPU core: T = 16, d = 64, more boards, all regularisers
+    "medium": Config(layers=("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral", "itrsa+e-multi",
+                             "itrsa+e-single", "akorn+spectral"), n_train=2500, n_test=500, dim=64,
+                     iterations=16, test_iterations=(8, 16, 32, 64), epochs=30, batch_size=64, lr=1e-3,
+                     warmup_steps=50, n_sweep=500, trace_iterations=64),
+    # paper 003's protocol (App. B): 9x9, SATNet-like ID / RRN-like OOD, D = 512, H = 8, T = 16, 100 epochs,
+    # batch 100; no contribution-index trace (it forms a (81·512)² Jacobian); lr is our choice (the paper tunes it)
+    "full": Config(layers=("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral", "itrsa+e-multi",
+                           "itrsa+e-single", "akorn+spectral"), size=9, train_set="satnet-like",
+                   test_sets=("satnet-like", "rrn-like"), n_train=9000, n_test=1000, dim=512, heads=8,
+                   iterations=16, test_iterations=(8, 16, 32, 64), epochs=100, batch_size=100, lr=5e-4,
+                   warmup_steps=500, n_sweep=1000, trace_iterations=0, device="cuda"),
+}
+COST = {
+    "quick": "about 1 min on one CPU thread (measured 41 s idle, 112 s loaded: 5 models x 600 steps, d = 32, T = 4)",
+    "full": "paper 003 scale: 8 models x 9,000 steps at d = 512, T = 16: several GPU hours (estimate, not run)",
+    "medium": "estimated 1-2 h on one CPU core (8 models x 1,170 steps at d = 64, T = 16; not timed); "
+              "minutes on a GPU",
+}
+
+
+# ----------------------------------------------------------------------------- no training
+def oscillator_eigenvalues(omega: float, dim: int = 8) -> dict[str, torch.Tensor]:
+    """Eigenvalues of one step of ẋ = Ωx (Ω: dim/2 rotation blocks, all of frequency ω; paper 003, Sec. 5.2).
+
+    "continuous": of Ω (±iω); "discrete": of I + Ω (1 ± iω, |λ| = √(1+ω²)); "normalised": of the Jacobian of
+    x ↦ (I+Ω)x/‖(I+Ω)x‖ at a unit x (|λ| = 1 on the tangent directions, 0 on the radial one).
+    """
+    I = torch.eye(dim, dtype=torch.float64)
+    Omega = recurrent.omega_rotate(I, omega).T  # rows of omega_rotate(I) are Ω e_k: transpose to get Ω
+    x = normalize(torch.ones(dim, dtype=torch.float64))
+    J = torch.func.jacrev(lambda v: normalize(v + Omega @ v))(x)
+    return {"continuous": torch.linalg.eigvals(Omega), "discrete": torch.linalg.eigvals(I + Omega),
+            "normalised": torch.linalg.eigvals(J)}
+
+
+def jacobian_norms(tokens, dim: int = 32, heads: int = 4, scale: float = 4.0, seed: int = 0) -> list[dict]:
+    """σ_max of the Jacobian of X ↦ X + MSA(X) and of X ↦ RMSNorm(X + MSA(X)) for N random tokens (Fig. 1).
+
+    Random Gaussian tokens of RMS ``scale`` (paper 003 uses text tokens; we use random ones), an initialised
+    (untrained) MSA, float64. One row per N: {"tokens", "plain", "normalised"}.
+    """
+    torch.manual_seed(seed)
+    msa = recurrent.MSA(dim, heads).double()
+    norm = torch.nn.RMSNorm(dim).double()
+    rows = []
+    for n in tokens:
+        x = scale * torch.randn(n, dim, dtype=torch.float64, generator=torch.Generator().manual_seed(seed + n))
+        with torch.no_grad():
+            plain = spectral_norm(lambda v: v + msa(v), x, iters=100, tol=1e-8)
+            normed = spectral_norm(lambda v: norm(v + msa(v)), x, iters=100, tol=1e-8)
+        rows.append({"tokens": int(n), "plain": float(plain), "normalised": float(normed)})
+    return rows
+
+
+# ----------------------------------------------------------------------------- trained models
+def _spec(spec: str) -> tuple[str, str]:
+    layer, _, reg = spec.partition("+")
+    return layer, reg or "none"
+
+
+def train_model(config: Config, spec: str, train_data):
+    """One looped model for ``spec``, trained with the sudoku harness (seeded by config.seed)."""
+    layer, reg = _spec(spec)
+    scfg = sudoku.Config(size=config.size, layer=layer, dim=config.dim, heads=config.heads,
+                         iterations=config.iterations, batch_size=config.batch_size, device=config.device)
+    torch.manual_seed(config.seed)
+    model = sudoku.make_model(scfg)
+    batches, per_epoch = sudoku.epoch_batches(train_data, config.batch_size, config.seed)
+    tcfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr, schedule="cosine",
+                       warmup_steps=config.warmup_steps, grad_clip=1.0, log_every=per_epoch, device=config.device,
+                       seed=config.seed, progress=False)
+    history = train(model, sudoku.regularised_loss(reg, config.reg_weight if reg != "none" else 0.0), batches, tcfg)
+    return model.eval(), history
+
+
+def perturbed(model, factor: str, scale: float):
+    """A copy of ``model`` with the input c, the value map W_V or the step (η / γ) multiplied by ``scale``."""
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        if factor == "input":
+            model.embed.weight.mul_(scale)
+            model.pos.mul_(scale)
+        elif factor == "value":
+            model.layer.msa.v.weight.mul_(scale)
+        elif factor == "step":
+            (model.layer.eta if hasattr(model.layer, "eta") else model.layer.gamma).mul_(scale)
+        else:
+            raise ValueError(f"factor must be 'input', 'value' or 'step', got {factor!r}")
+    return model
+
+
+def max_lyapunov(model, tokens: torch.Tensor, steps: int) -> float:
+    """Max Lyapunov exponent of x ↦ layer(x, c) from x_0 = c on one board (tokens (N,)): (1/T) Σ ln |R_11|."""
+    with torch.no_grad():
+        c = model.inputs(tokens[None].to(model.pos.device))[0]
+    layer = model.layer
+    value = lyapunov_spectrum(lambda x: layer(x[None], c[None])[0], c, steps, k=1)[0].detach()
+    return float(value) if torch.isfinite(value) else float("nan")
+
+
+def akorn_trace(model, data, iterations: int, k: int) -> dict:
+    """Pseudo-energy (mean over boards) and contribution index (first board) after each iteration."""
+    layer, energies, index = model.layer, [], []
+    with torch.no_grad():
+        c = model.inputs(data.tokens.to(model.pos.device))
+    x = c
+    for _ in range(iterations):
+        with torch.no_grad():
+            x = layer(x, c)
+            xn = recurrent.oscillator_normalize(x, layer.n)
+            energies.append(float(pseudo_energy(xn, layer.drive(xn, c)).mean()))
+        index.append(float(contribution_index(lambda v: layer.drive(v[None], c[:1])[0], xn[0], k=k)))
+    return {"iterations": list(range(1, iterations + 1)), "pseudo_energy": energies, "contribution": index}
+
+
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train one model per layer spec; test-time curves, Lyapunov sweep, Kuramoto trace (out_dir unused)."""
+    torch.manual_seed(config.seed)
+    train_data = sudoku.load_set(config.train_set, "train", config.n_train, config.size)
+    tests = {name: sudoku.load_set(name, "test", config.n_test, config.size) for name in config.test_sets}
+    ood = tests[config.test_sets[-1]]
+    sweep_data = tasks.SudokuDataset(ood.puzzles[:config.n_sweep], ood.solutions[:config.n_sweep])
+    results = Results("recurrent", dataclasses.asdict(config))
+    rows, lyap, curves = [], [], {}
+    every = range(1, max(config.test_iterations) + 1)
+    for spec in config.layers:
+        model, history = train_model(config, spec, train_data)
+        results.histories[spec] = history
+        curves[spec] = {}
+        for name, data in tests.items():
+            accs = sudoku.test_time(model, data, every)
+            curves[spec][name] = [accs[t]["board"] for t in every]
+            rows += [{"layer": spec, "set": name, "iterations": t, **accs[t]} for t in config.test_iterations]
+        for factor, scale in [("none", 1.0)] + [(f, s) for f in ("input", "value", "step") for s in config.sweep]:
+            m = model if factor == "none" else perturbed(model, factor, scale)
+            board = sudoku.test_time(m, sweep_data, (config.iterations,))[config.iterations]["board"]
+            lyap.append({"layer": spec, "factor": factor, "scale": scale, "board": board,
+                         "lyapunov": max_lyapunov(m, ood.tokens[0], config.lyap_steps)})
+        if config.trace_iterations and "trace" not in results.extra and isinstance(model.layer,
+                                                                                    recurrent.KuramotoLayer):
+            results.extra["trace"] = {"layer": spec, **akorn_trace(model, sweep_data, config.trace_iterations,
+                                                                   config.trace_k)}
+    results.tables.update(test_time=rows, lyapunov=lyap)
+    results.extra.update(curves=curves, iterations=list(every), trained_iterations=config.iterations)
+    for row in rows:
+        results.final[f"{row['layer']}/{row['set']}/board@T{row['iterations']}"] = row["board"]
+    for row in lyap:
+        if row["factor"] == "none":
+            results.final[f"{row['layer']}/lyapunov"] = row["lyapunov"]
+    return results

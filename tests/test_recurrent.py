@@ -1,0 +1,177 @@
+"""Issue 17: ItrSA and the Kuramoto layer, generalised symmetric SA (Props. 4.1/4.2), regularisers, claims."""
+import dataclasses
+
+import pytest
+import torch
+
+from energylab import catalog
+from energylab.experiments import recurrent as exp
+from energylab.experiments import sudoku
+from energylab.forms.recurrent import energy_rate, prop42_maps, sa_flow, sample_prop41, sample_prop42
+from energylab.jacobians import lyapunov_spectrum
+from energylab.models import recurrent
+from energylab.models.looped import LoopedConfig, LoopedModel
+from energylab.models.regularisers import e_multi_penalty, e_single_penalty, regulariser, spectral_penalty
+from energylab.sphere import normalize, random_tokens
+
+D = torch.float64
+
+
+# ----------------------------------------------------------------------------- layers
+@pytest.mark.parametrize("name", ["itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm"])
+def test_layers_plug_into_the_looped_model(name):
+    torch.manual_seed(0)
+    model = LoopedModel(LoopedConfig(size=4, dim=16, heads=2, layer=name, iterations=3))
+    logits, states = model(torch.randint(0, 5, (2, 16)), return_states=True)
+    assert logits.shape == (2, 16, 4) and len(states) == 3 and torch.isfinite(logits).all()
+
+
+def test_itrsa_without_norm_is_the_residual_update():
+    torch.manual_seed(0)
+    layer = recurrent.ItrSA(8, 2, norm=False).double()
+    x, c = torch.randn(2, 5, 8, dtype=D), torch.randn(2, 5, 8, dtype=D)
+    with torch.no_grad():
+        layer.eta.fill_(0.3)
+        assert torch.allclose(layer(x, c), x + 0.3 * (c + layer.msa(x)))
+        normed = recurrent.ItrSA(8, 2, norm=True).double()
+        normed.msa.load_state_dict(layer.msa.state_dict())
+        out = normed(x, c)
+    assert torch.allclose(out.square().mean(-1), torch.ones(2, 5, dtype=D), atol=1e-5)  # RMS 1 with γ = 1
+
+
+def test_kuramoto_oscillators_stay_on_their_spheres_and_omega_is_antisymmetric():
+    torch.manual_seed(0)
+    layer = recurrent.KuramotoLayer(12, 3, n=4).double()
+    x = layer(torch.randn(2, 5, 12, dtype=D), torch.randn(2, 5, 12, dtype=D))
+    assert torch.allclose(x.unflatten(-1, (3, 4)).norm(dim=-1), torch.ones(2, 5, 3, dtype=D))
+    Omega = recurrent.omega_rotate(torch.eye(6, dtype=D), 0.7).T
+    assert torch.allclose(Omega, -Omega.T)
+    assert torch.allclose(torch.linalg.eigvals(Omega).abs(), torch.full((6,), 0.7, dtype=D))
+
+
+def test_reference_quirk_is_a_smaller_step():
+    """With use_omega=False the reference adds x itself: Π(x + γ(x + Py)) = Π(x + γ/(1+γ) Py)."""
+    g = torch.Generator().manual_seed(1)
+    x = recurrent.oscillator_normalize(torch.randn(3, 8, generator=g, dtype=D), 4)
+    y = torch.randn(3, 8, generator=g, dtype=D)
+    layer = recurrent.KuramotoLayer(8, 2, n=4, omega=None, gamma=2.0 / 3.0).double()  # γ/(1+γ) with γ = 2
+    layer.drive = lambda v, c=None: y
+    assert torch.allclose(recurrent.akorn_reference_step(x, y, 2.0, 4), layer(x, None))
+
+
+def test_norm_readout_ignores_the_phase():
+    torch.manual_seed(0)
+    readout = recurrent.NormReadout(4, 3, n=2).double()
+    x = torch.randn(5, 4, dtype=D)
+    W = readout.lin.weight.detach()  # rotate the output oscillators: the norms stay
+    theta = 0.4
+    R = torch.tensor([[torch.cos(torch.tensor(theta)), -torch.sin(torch.tensor(theta))],
+                      [torch.sin(torch.tensor(theta)), torch.cos(torch.tensor(theta))]], dtype=D)
+    rotated = torch.block_diag(R, R, R) @ W
+    expected = (x @ rotated.T).unflatten(-1, (3, 2)).norm(dim=-1) + readout.bias
+    assert torch.allclose(readout(x), expected.detach())
+
+
+# ----------------------------------------------------------------------------- energies (Props. 4.1, 4.2)
+def test_generalised_symmetric_forms_are_exact_gradients():
+    assert catalog.verify("generalised_symmetric_sa") < 1e-10
+    assert catalog.verify("multihead_symmetric_sa", dim=6) < 1e-10
+    assert catalog.verify("multihead_symmetric_sa", dim=8, n_tokens=4) < 1e-10
+
+
+def test_energy_never_increases_along_the_softmax_flows():
+    """dE/dt ≤ 0 on 4,000 random states for each of 5 random weight draws, both propositions (float64)."""
+    g = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        _, p = sample_prop41(6, 4, generator=g)
+        x = random_tokens(4000, 6, 4, seed=int(torch.randint(0, 10**6, (), generator=g)))
+        A = p["W_Q"] @ p["W_K"].T
+        assert energy_rate(x, A, p["W_V"], p["beta"], project=True).max() <= 1e-12
+        _, p = sample_prop42(6, 6, generator=g)
+        maps = prop42_maps(p["U"], p["Lam"])
+        x = 2 * torch.randn(4000, 6, 6, generator=g, dtype=D)
+        assert energy_rate(x, maps, maps, p["beta"], project=False).max() <= 1e-12
+
+
+def test_the_notes_reconstruction_of_prop41_fails_somewhere():
+    """W_V = (A + Aᵀ)/2 with a non-symmetric A in the exponent: dE/dt > 0 on some states (n = 6, d = 4, β = 1)."""
+    g = torch.Generator().manual_seed(0)
+    positive = 0
+    for _ in range(10):
+        A = torch.randn(4, 4, generator=g, dtype=D)
+        x = random_tokens(2000, 6, 4, seed=int(torch.randint(0, 10**6, (), generator=g)))
+        positive += int((energy_rate(x, A, (A + A.T) / 2, 1.0) > 1e-9).sum())
+    assert positive > 0
+
+
+def test_discrete_symmetric_sa_has_a_negative_max_exponent():
+    g = torch.Generator().manual_seed(0)
+    x0, p = sample_prop41(6, 4, generator=g)
+    A = p["W_Q"] @ p["W_K"].T
+
+    def step(x):
+        return normalize(x + 0.5 * sa_flow(x, A, p["W_V"], p["beta"]))
+
+    top = lyapunov_spectrum(step, x0, 100, k=3, warmup=50)
+    assert top[0] < -1e-3
+
+
+# ----------------------------------------------------------------------------- regularisers
+def test_regularisers_vanish_on_their_constraint_sets():
+    torch.manual_seed(0)
+    layer = recurrent.ItrSA(8, 2).double()
+    with torch.no_grad():
+        for w in (layer.msa.q, layer.msa.k, layer.msa.v, layer.msa.o):
+            w.weight.copy_(torch.linalg.qr(torch.randn(8, 8, dtype=D))[0])
+    assert spectral_penalty(layer) < 1e-20  # orthogonal maps: σ_max = 1, no biases
+    assert e_multi_penalty(layer) > 1e-3 and e_single_penalty(layer) > 1e-3
+    with torch.no_grad():  # W_Q = W_K = W_V = W_O = I: every head symmetric, A_h = V_h = P_h
+        for w in (layer.msa.q, layer.msa.k, layer.msa.v, layer.msa.o):
+            w.weight.copy_(torch.eye(8, dtype=D))
+    assert e_multi_penalty(layer) < 1e-20 and e_single_penalty(layer) < 1e-20
+    assert regulariser("none", layer) == 0
+    with pytest.raises(ValueError, match="regulariser"):
+        regulariser("l2", layer)
+
+
+def test_sudoku_loss_adds_the_weighted_penalty():
+    torch.manual_seed(0)
+    model = sudoku.make_model(sudoku.Config(layer="itrsa", dim=16, heads=2, iterations=2))
+    tokens = torch.randint(0, 5, (3, 16))
+    batch = (tokens, torch.randint(0, 4, (3, 16)), tokens == 0)
+    base, _ = sudoku.blank_loss(model, batch)
+    loss, metrics = sudoku.regularised_loss("spectral", 0.5)(model, batch)
+    assert torch.allclose(loss, base + 0.5 * spectral_penalty(model.layer))
+    assert sudoku.regularised_loss("spectral", 0.0) is sudoku.blank_loss
+    with pytest.raises(ValueError, match="regulariser"):
+        sudoku.regularised_loss("l2", 1.0)
+
+
+# ----------------------------------------------------------------------------- the chapter's claims
+def test_normalisation_lowers_the_one_step_jacobian_norm():
+    rows = exp.jacobian_norms((4, 16, 64))
+    assert all(r["normalised"] < 0.5 * r["plain"] for r in rows)
+
+
+def test_oscillator_toy_eigenvalues():
+    eig = exp.oscillator_eigenvalues(0.5)
+    assert torch.allclose(eig["discrete"].abs(), torch.full((8,), 1.25 ** 0.5, dtype=D))
+    moduli = eig["normalised"].abs().sort().values
+    assert moduli[0] < 1e-12 and torch.allclose(moduli[-6:], torch.ones(6, dtype=D))  # back on the circle
+
+
+@pytest.fixture(scope="module")
+def trained():
+    config = dataclasses.replace(exp.PROFILES["quick"], layers=("itrsa", "itrsa-nonorm", "akorn-rmsnorm"),
+                                 sweep=(), trace_iterations=4)
+    return exp.run(config).final
+
+
+def test_normalised_itrsa_sits_closer_to_zero_exponent(trained):
+    assert abs(trained["itrsa/lyapunov"]) < 0.2 < trained["itrsa-nonorm/lyapunov"]
+
+
+def test_normalised_models_gain_ood_accuracy_over_the_first_doubling(trained):
+    for layer in ("itrsa", "akorn-rmsnorm"):
+        assert trained[f"{layer}/4x4-ood/board@T8"] > trained[f"{layer}/4x4-ood/board@T4"]
+    assert trained["itrsa-nonorm/4x4-ood/board@T8"] < trained["itrsa-nonorm/4x4-ood/board@T4"]
