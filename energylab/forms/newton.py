@@ -1,8 +1,10 @@
 """Newton forms of paper 000: attention as a second-order step on the free energy; one family of the catalog.
 
 Paper 000 (*Transformers as intrinsic optimizers*), eqs. (9)-(10), Sec. 4 and App. A.8: the exact Newton
-direction −[∇²F*]⁻¹∇F* of the elastic free energy (Att2nd), its first Taylor term (Att2nd1st), the per-head
-Newton step of the multi-head free energy (MHA2nd) and its first-order version (MHA2nd1st), with the samplers
+direction −[∇²F*]⁻¹∇F* of the elastic free energy (Att2nd), its first Taylor term (Att2nd1st), the exact
+Newton step of the multi-head free energy for any invertible stacked W (MHA2nd), the paper's per-head step with
+its range-space inverse, exact only for WWᵀ = I (MHA2nd-paper), its first-order version, the layer the paper
+trained (MHA2nd1st), and the first-order version of the exact step (MHA2nd1st-corrected, ours), with the samplers
 and ``register`` calls. The energies are those of :mod:`energylab.forms.free_energy`.
 
 :func:`newton_first_order_direction` and :func:`ridge_inverse` are the per-head core of MHA2nd1st, shared by
