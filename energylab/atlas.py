@@ -54,6 +54,8 @@ LAYERS: tuple[tuple[type, str, str], ...] = (
      "the same Boltzmann weights p_i; the layer is Σ_i p_i W_V h_i, not the gradient"),
     (modules.MHA2nd1st, "mha2nd1st",
      "the form with W_O learned in place of −W_{1,h}ᵀ, dot-product scores, learnable T_h, T'_h"),
+    (modules.MHA2nd1stCorrected, "mha2nd1st-corrected",
+     "the form with W_O learned in place of −WᵀG⁻¹, dot-product scores, learnable T_h, T'_h"),
     (modules.BiSoftmaxAttention, "hyperset_attention", "the update at RMS-normalised projections"),
     (modules.SigmoidAttention, "sigmoid_attention", "the update at RMS-normalised projections"),
     (modules.KernelLinearAttention, "kernel_linear_attention", "the update at RMS-normalised projections"),

@@ -14,8 +14,9 @@ When every head has V_h = Q_h^T K_h symmetric (e.g. Q = K = V = I), the interact
     E_beta(x) = (1 / (2 beta n^2)) sum_h sum_{i,j} exp(beta <Q_h x_i, K_h x_j>)
 
 increases along both flows: USA is exactly its gradient ascent, dx_i/dt = n grad_{x_i} E_beta (the Riemannian
-gradient on the sphere), and along SA dE_beta/dt >= 0 (Geshkovski et al. 2023, Sec. 3). Paper 003 (Tomihari &
-Karakida, Prop. 4.1) states the same fact with the opposite sign, E = -(1/(2 beta)) sum exp(beta x_i^T A x_j).
+gradient on the sphere), and along SA dE_beta/dt >= 0 (Geshkovski et al. 2023, Sec. 3). With V = A = A^T this is
+the special case of paper 003 (Tomihari & Karakida), written there with the opposite sign,
+E = -(1/(2 beta)) sum exp(beta x_i^T A x_j); their Prop. 4.1 relaxes the symmetry.
 
 The energy is the catalog form ``sphere_interaction`` (:func:`energylab.forms.sphere.sphere_interaction_energy`,
 multi-head through its Q, K); the geometry (tangent projection, normalisation, random tokens) and the observables

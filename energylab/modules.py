@@ -34,6 +34,7 @@ __all__ = [
     "MultiHeadAttention",
     "ExpressiveAttention",
     "MHA2nd1st",
+    "MHA2nd1stCorrected",
     "BiSoftmaxAttention",
     "SigmoidAttention",
     "KernelLinearAttention",
@@ -140,9 +141,7 @@ class MHA2nd1st(nn.Module):
         T = self.log_temperature.exp().to(x.dtype).view(-1, 1, 1)  # (H, 1, 1)
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
-        W_q = self.query.weight.unflatten(0, (self.heads, -1))  # (H, d_h, d): W_{Q,h}
-        G = W_q @ W_q.transpose(-1, -2)  # (H, d_h, d_h)
-        G_inv = ridge_inverse(G, self.ridge)
+        G, G_inv = self._metric()
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
         blocks = []
         for rows in row_blocks(q.shape[-2], k.shape[-2], q.shape[0] * q.shape[1]):  # cache-sized query blocks
@@ -154,6 +153,28 @@ class MHA2nd1st(nn.Module):
             blocks.append(newton_first_order_direction(q[..., rows, :], k, weights, G, T_b, self.ridge, G_inv))
         direction = torch.cat(blocks, dim=-2)  # (B, H, N, d_h)
         return self.out(merge_heads(direction))
+
+    def _metric(self):
+        """G_h = W_{Q,h}W_{Q,h}ᵀ (H, d_h, d_h) and (G_h + ridge·I)⁻¹: the paper's b_h uses both."""
+        W_q = self.query.weight.unflatten(0, (self.heads, -1))  # (H, d_h, d): W_{Q,h}
+        G = W_q @ W_q.transpose(-1, -2)
+        return G, ridge_inverse(G, self.ridge)
+
+
+class MHA2nd1stCorrected(MHA2nd1st):
+    """MHA2nd1st built on the exact Newton step (ours): W_O[(q − k̄) + b], b_h = (1/T'_h) cov_h (q_h − k̄_h).
+
+    cov_h = Σ_j p_{j,h} k_{j,h}k_{j,h}ᵀ − k̄_h k̄_hᵀ. The exact per-head Newton direction of the multi-head free
+    energy is −WᵀG⁻¹C⁻¹(q − k̄) with W the stacked W_{Q,h} and G = WWᵀ (:func:`energylab.forms.newton.mha2nd_update`);
+    its first Taylor term puts no G_h inside b_h, and the one d × d map −WᵀG⁻¹ is absorbed into the learned W_O.
+    So: no G_h, no solve, no ridge. Same parameters as :class:`MHA2nd1st`. Args: dim, heads, causal.
+    """
+
+    def __init__(self, dim: int, heads: int, causal: bool = True):
+        super().__init__(dim, heads, causal, ridge=0.0)
+
+    def _metric(self):
+        return None, None
 
 
 class _HypersphericalAttention(nn.Module):

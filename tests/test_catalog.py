@@ -20,7 +20,8 @@ def _gen(seed):
 
 REQUIRED = [
     "softmax_free_energy", "dot_product_free_energy", "linear_attention", "multihead_free_energy", "att2nd",
-    "att2nd1st", "mha2nd1st", "hopfield_retrieval", "expressive_attention", "local_self_attention",
+    "att2nd1st", "mha2nd", "mha2nd-paper", "mha2nd1st", "mha2nd1st-corrected", "hopfield_retrieval",
+    "expressive_attention", "local_self_attention",
     "sphere_interaction", "symmetric_self_attention", "hyperset_attention", "hyperset_feedforward",
     "sigmoid_attention", "kernel_linear_attention", "softmax_feedforward", "gated_feedforward",
 ]
@@ -29,6 +30,8 @@ REQUIRED = [
 def test_required_forms_are_registered():
     assert catalog.FORMS["att2nd"].kind == "newton"
     assert catalog.FORMS["att2nd1st"].kind == "approx" and catalog.FORMS["mha2nd1st"].kind == "approx"
+    assert catalog.FORMS["mha2nd"].kind == "newton" and catalog.FORMS["mha2nd1st-corrected"].reference == "mha2nd"
+    assert catalog.FORMS["mha2nd1st"].reference == "mha2nd-paper"
     for name in REQUIRED:
         form = catalog.FORMS[name]
         assert form.name == name and form.paper and form.equation.energy and form.equation.update

@@ -218,7 +218,7 @@ def test_registry_helpers():
         experiments.get_experiment("NT")
     cfg = experiments.get_config("nt", "quick", seeds=2)
     assert cfg.seeds == 2 and experiments.get_config("nt", "quick").seeds != 2  # a copy, profile untouched
-    assert {r["profile"] for r in experiments.describe() if r["experiment"] == "nt"} == {"quick", "full"}
+    assert {r["profile"] for r in experiments.describe() if r["experiment"] == "nt"} == {"quick", "medium", "full"}
     assert isinstance(History(), History)
 
 

@@ -51,12 +51,27 @@ def test_linear_attention_is_a_gradient_step_with_eta_T():
     assert _rel(step, linear_attention) < 1e-13
 
 
-def test_mha2nd_is_newton_only_for_orthonormal_query_maps():
-    z, p = catalog.FORMS["mha2nd1st"].sample(7, 15, generator=_gen(2))  # general W1: G_h ≠ I
+def test_mha2nd_is_exact_newton_for_general_weights_and_the_papers_step_only_for_orthonormal_ones():
+    z, p = catalog.FORMS["mha2nd"].sample(7, 15, generator=_gen(2))  # general (non-orthonormal) W1
+    W = p["W1"].reshape(15, 15)
+    assert float((W @ W.T - torch.eye(15, dtype=F64)).norm()) > 0.5  # really not orthonormal
     newton = catalog.reference_update(catalog.FORMS["mha2nd"], z, p)
-    assert _rel(nw.mha2nd_update(**p, z=z), newton) > 1e-3  # the range-space formula is an approximation here
-    z, p = catalog.FORMS["mha2nd"].sample(7, 15, generator=_gen(2))  # orthogonal stacking: exact
-    assert _rel(nw.mha2nd_update(**p, z=z), catalog.reference_update(catalog.FORMS["mha2nd"], z, p)) < 1e-10
+    assert _rel(nw.mha2nd_update(**p, z=z), newton) < 1e-10
+    assert _rel(nw.mha2nd_paper_update(**p, z=z), newton) > 0.2  # footnote 7's inverse is far off here
+    Q = torch.linalg.qr(torch.randn(15, 15, generator=_gen(5), dtype=F64))[0]
+    p = {**p, "W1": Q.reshape(p["W1"].shape)}  # orthogonal stacking: G = I, the paper's step is exact
+    newton = catalog.reference_update(catalog.FORMS["mha2nd"], z, p)
+    assert _rel(nw.mha2nd_paper_update(**p, z=z), newton) < 1e-10
+    assert _rel(nw.mha2nd_update(**p, z=z), newton) < 1e-10
+
+
+def test_corrected_mha2nd1st_tracks_newton_where_the_papers_layer_does_not():
+    z, p = catalog.FORMS["mha2nd1st"].sample(7, 15, generator=_gen(6))
+    p = {**p, "H": 0.03 * p["H"]}  # small token spread: the first Taylor term is nearly exact
+    newton = nw.mha2nd_update(z, **p)
+    assert _rel(nw.mha2nd1st_corrected_update(z, **p), newton) < 1e-3
+    assert _rel(nw.mha2nd1st_update(z, **p), nw.mha2nd_paper_update(z, **p)) < 1e-3
+    assert _rel(nw.mha2nd1st_update(z, **p), newton) > 0.1  # the paper's layer approximates its own step
 
 
 def test_mha2nd1st_with_identity_G_and_the_dot_potential_on_a_sphere():

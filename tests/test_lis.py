@@ -144,19 +144,23 @@ def test_profiles_and_registry():
     assert (full.lr, full.weight_decay, full.betas, full.n_train, full.n_test) == (1e-4, 0.01, (0.9, 0.999),
                                                                                    51_200, 5_120)
     assert (full.layers, full.dropout, full.last_k) == (3, 0.1, 5)
-    assert set(get_config("lis", "quick").variants) == set(experiment.VARIANTS)
+    assert set(get_config("lis", "quick").variants) == set(experiment.VARIANTS) - {"MHA2nd1stC"}
+    assert full.variants == ("MHA", "MHA-only", "MHA2nd1st", "MHA2nd1st-only")  # the paper's grid
     with pytest.raises(ValueError, match="variants"):
         experiment.run(experiment.Config(variants=("MHA3rd",)))
 
 
 def test_tiny_run_end_to_end():
-    config = experiment.Config(lengths=(3,), dims=(8,), variants=("MHA", "MHA2nd1st-only"), high=12, n_train=64,
-                               n_test=16, epochs=2, batch_size=16, lr=1e-3, heads=2, layers=1, last_k=2,
+    config = experiment.Config(lengths=(3,), dims=(8,), variants=("MHA", "MHA2nd1st-only", "MHA2nd1stC-only"),
+                               high=12, n_train=64, n_test=16, epochs=2, batch_size=16, lr=1e-3,
+                               heads=2, layers=1, last_k=2,
                                seeds=(0,), progress=False, device="cpu")
     results = experiment.run(config)
     rows = {r["variant"]: r for r in results.tables["grid"]}
     assert rows["MHA"]["attention_params_per_layer"] == 4 * 8 ** 2
     assert rows["MHA2nd1st-only"]["attention_params_per_layer"] == 3 * 8 ** 2 + 2 * 2
+    assert rows["MHA2nd1stC-only"]["attention_params_per_layer"] == 3 * 8 ** 2 + 2 * 2
+    assert 0.0 <= rows["MHA2nd1stC-only"]["accuracy"] <= 1.0
     h = results.histories["L3/d8/MHA/seed0"]
     assert h.steps["eval/exact"] == [4, 8]
     assert 0.0 <= rows["MHA"]["accuracy"] <= 1.0

@@ -13,7 +13,7 @@ from energylab.forms import newton as nw
 
 B, N, D, HEADS = 2, 7, 15, 3  # distinct sizes; d_h = 5
 F64 = torch.float64
-ATTENTION = [M.MultiHeadAttention, M.ExpressiveAttention, M.MHA2nd1st]
+ATTENTION = [M.MultiHeadAttention, M.ExpressiveAttention, M.MHA2nd1st, M.MHA2nd1stCorrected]
 HYPERSPHERICAL = [M.BiSoftmaxAttention, M.SigmoidAttention, M.KernelLinearAttention]
 FEEDFORWARD = [M.ReLUEnergyFeedforward, M.SoftmaxEnergyFeedforward, M.GatedEnergyFeedforward]
 
@@ -82,6 +82,23 @@ def test_mha2nd1st_equals_catalog_operator(ridge):
                 for h in range(HEADS)
             ]
             assert _rel(out[b, i], sum(per_head)) < 1e-10
+
+
+def test_corrected_mha2nd1st_equals_its_catalog_operator_with_general_weights():
+    layer, x = _layer(M.MHA2nd1stCorrected), _x(2)
+    with torch.no_grad():
+        layer.log_temperature.fill_(math.log(0.9))
+        layer.log_temperature_b.fill_(math.log(1.7))
+        layer.out.weight.copy_(-torch.linalg.inv(layer.query.weight))  # −WᵀG⁻¹ = −W⁻¹ absorbed into W_O
+    W1, W2 = _per_head(layer.query.weight), _per_head(layer.key.weight)
+    W = layer.query.weight.detach()
+    assert float((W @ W.T - torch.eye(D, dtype=F64)).norm()) > 0.5  # not orthonormal: G ≠ I
+    out = layer(x)
+    for b in range(B):
+        for i in range(N):
+            ref = nw.mha2nd1st_corrected_update(x[b, i], x[b, : i + 1], W1, W2, 0.9, T2=1.7, potential="dot")
+            assert _rel(out[b, i], ref) < 1e-10
+    assert sum(p.numel() for p in layer.parameters()) == 3 * D * D + 2 * HEADS
 
 
 def test_mha2nd1st_parameters_and_initial_temperatures():

@@ -161,3 +161,37 @@ def test_mixture_batches_and_per_variant_evaluation():
     metrics = exp.evaluate(exp.make_model(mix, "EA"), exp.eval_set(mix, 3, 4, seed=0))
     assert set(metrics) == {"acc", "acc_NT", "acc_NT-S", "loss_NT", "loss_NT-S"}
     assert metrics["acc"] == pytest.approx((metrics["acc_NT"] + metrics["acc_NT-S"]) / 2)
+
+
+def test_ea_is_purely_positional_at_d2_without_layernorm_affine():
+    from energylab.experiments import nt as exp
+
+    torch.manual_seed(0)
+    run = exp.NTRun("N2T5-16", 2, 5, 16, 1)
+    x = torch.randint(0, 2, (256, 16))
+    # LN of a one-hot 2-vector is ±(1, −1): every score is ±c_mk, and EA's weights (in z²) forget the sign
+    assert exp.weight_variation(exp.make_model(run, "EA"), x) < 1e-6
+    assert exp.weight_variation(exp.make_model(run, "DPA"), x) > 1e-3
+    model = exp.make_model(run, "EA", affine=True)
+    with torch.no_grad():
+        model.beta.normal_()  # a LayerNorm shift breaks the sign symmetry
+    assert exp.weight_variation(model, x) > 1e-3
+
+
+def test_runs_override_config_fields_and_share_their_data():
+    from energylab.experiments import nt as exp
+
+    base = exp.NTRun("N5T1-8", 5, 1, 8, 20)
+    summed = exp.NTRun("N5T1-8+sum", 5, 1, 8, 20, overrides=(("loss_sum", True), ("seeds", 1), ("grad_clip", None)))
+    cfg = dataclasses.replace(exp.PROFILES["quick"], runs=(base, summed), seeds=2, eval_every=10, n_eval_series=4,
+                              n_final_series=8, attention_maps=4, attentions=("DPA",), device="cpu")
+    res = exp.run(cfg)
+    assert set(res.histories) == {"N5T1-8/DPA/seed0", "N5T1-8/DPA/seed1", "N5T1-8+sum/DPA/seed0"}
+    a, b = res.histories["N5T1-8/DPA/seed0"].curves, res.histories["N5T1-8+sum/DPA/seed0"].curves
+    assert a["eval/acc"][0] == b["eval/acc"][0]  # same initial model and the same held-out data
+    assert a["eval/loss"][0] == b["eval/loss"][0]  # evaluation always averages over d
+    assert b["loss"][0] > 2.5 * a["loss"][0]  # training loss summed over d = 5 outputs (≈ 5x, trained 10 steps)
+    rows = {r["task"]: r for r in res.tables["final"]}
+    assert (rows["N5T1-8+sum"]["loss_sum"], rows["N5T1-8+sum"]["grad_clip"], rows["N5T1-8+sum"]["seeds"]) == (
+        True, None, 1)
+    assert exp.PROFILES["medium"].runs[0].name == "N2T5-16" and exp.PROFILES["medium"].runs[0].epochs == 2000

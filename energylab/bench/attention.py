@@ -22,6 +22,7 @@ LAYERS = [
     ("torch.nn.MultiheadAttention", lambda d, h: _TorchMHA(d, h), None),
     ("ExpressiveAttention", lambda d, h: M.ExpressiveAttention(d, h, causal=False), 1.5),
     ("MHA2nd1st", lambda d, h: M.MHA2nd1st(d, h, causal=False), 3.0),
+    ("MHA2nd1stCorrected", lambda d, h: M.MHA2nd1stCorrected(d, h, causal=False), 3.0),
     ("BiSoftmaxAttention", lambda d, h: M.BiSoftmaxAttention(d, h), 2.0),
     ("SigmoidAttention", lambda d, h: M.SigmoidAttention(d, h), None),
     ("KernelLinearAttention", lambda d, h: M.KernelLinearAttention(d, h), None),

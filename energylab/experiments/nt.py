@@ -9,6 +9,7 @@ Accuracy is measured on fixed held-out series (N_eval series × 50 predictions) 
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class NTRun:
     variant: str = "NT"  # "NT", "NT-S", "NT-R", or "mix" (NT and NT-S, drawn 50/50 per epoch)
     lr_drop_at: int | None = None  # epoch after which lr is divided by 4 (paper: the mixture, after 2500)
     paper: str = ""  # what paper 001 reports for this setting (NOTES.md)
+    overrides: tuple[tuple[str, object], ...] = ()  # Config fields set for this run only, e.g. (("affine", True),)
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Config:
     lr: float = 0.02  # SGD learning rate (paper)
     momentum: float = 0.8  # SGD momentum (paper)
     grad_clip: float | None = 1.0  # not in the paper: EA's 1/N_m can blow up a rare step; None = off
+    loss_sum: bool = False  # sum the squared error over the d outputs (d× the gradient) instead of averaging
     eval_every: int = 50  # epochs between evaluations on the held-out series (0 = only at the start and end)
     n_eval_series: int = 100  # held-out series for the learning curves (paper: 100)
     n_eval_predict: int = 50  # predictions per held-out series (paper: N_g = 50)
@@ -72,14 +75,41 @@ FULL_RUNS = (
     NTRun("N16T2R-128", 16, 2, 128, 4000, variant="NT-R", paper="DPA 0.72, EA 99.9%"),
 )
 
+def replace_seeds(run: NTRun, seeds: int) -> NTRun:
+    """The run with its own number of seeds (an override of Config.seeds)."""
+    return dataclasses.replace(run, overrides=(*run.overrides, ("seeds", seeds)))
+
+
+def _n2t5(label: str = "", seeds: int = 8, epochs: int = 2000, **overrides) -> NTRun:
+    """N2T5-16 (the paper: 2000 epochs), with Config fields overridden (the reversal study)."""
+    return NTRun(f"N2T5-16{label}", 2, 5, 16, epochs, paper=FULL_RUNS[4].paper,
+                 overrides=(("seeds", seeds), *overrides.items()))
+
+
 PROFILES = {
     "quick": Config(runs=(NTRun("N2T5-16", 2, 5, 16, 400, paper=FULL_RUNS[4].paper),
                           NTRun("N16T2-56", 16, 2, 56, 100, paper=FULL_RUNS[3].paper)),
                     seeds=4, eval_every=25, n_eval_series=20, n_final_series=100, progress=False),
+    # The paper's protocol (SGD, N_batch 40, 2000 epochs, 16 seeds) on N2T5-16, then the reversal study: the same
+    # task with one change at a time (LayerNorm affine, loss summed over d, no clipping), 8 seeds, 1000 epochs.
+    # Cut to fit about 10 min of one CPU core (measured): the N16T2 tasks (16 seeds, 1000-3000 epochs at N_con
+    # 16-56) do not fit and are left out. 500 final series (paper: 10^4).
+    "medium": Config(runs=(_n2t5(seeds=16), _n2t5("+affine", affine=True, epochs=1000),
+                           _n2t5("+sum", loss_sum=True, epochs=1000), _n2t5("+noclip", grad_clip=None, epochs=1000)),
+                     eval_every=100, n_eval_series=50, n_final_series=500, progress=False),
     "full": Config(runs=FULL_RUNS),
 }
 COST = {"quick": "about 30 s on one CPU thread",
+        "medium": "about 10 min of one CPU core (the wall time under load is in results/nt/medium.json)",
         "full": "hours on a GPU (10 tasks x 2 attentions x 16 seeds, up to 5000 epochs at N_con 256)"}
+
+
+def weight_variation(model: NTModel, x: torch.Tensor) -> float:
+    """Largest standard deviation, over the inputs x (B, N_con), of one attention weight a_{mn}: 0 when the
+    attention is purely positional (its weights do not depend on the input)."""
+    with torch.no_grad():
+        _, a = model(x, return_attention=True)
+    return float(a.std(0).max())
 
 
 def make_model(run: NTRun, attention: str, per_position: bool = True, affine: bool = False) -> NTModel:
@@ -128,10 +158,19 @@ def evaluate(model: NTModel, data: dict, chunk: int = 4096) -> dict[str, float]:
     return metrics
 
 
-def _loss(model, batch):
-    x, y = batch
-    out = model(x)
-    return squared_error(out, y), {"acc": accuracy(out, y)}
+def _loss_fn(scale: float):
+    """The squared error times ``scale`` (1: averaged over d as in PyTorch's MSELoss; d: summed over d)."""
+    def loss(model, batch):
+        x, y = batch
+        out = model(x)
+        return scale * squared_error(out, y), {"acc": accuracy(out, y)}
+    return loss
+
+
+def _data_index(runs: tuple[NTRun, ...], task: NTRun) -> int:
+    """Index of the first run of the same task (N, τ, N_con, variant): the seed of its series."""
+    key = (task.N, task.tau, task.n_con, task.variant)
+    return next(i for i, t in enumerate(runs) if (t.N, t.tau, t.n_con, t.variant) == key)
 
 
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
@@ -142,30 +181,35 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         raise ValueError(f"eval_every must be an int >= 0 (0 = evaluate only at the start and end), "
                          f"got {config.eval_every!r}")
     device = choose_device(config.device)
-    seeds = [config.seed + i for i in range(config.seeds)]
     results = Results("nt", config_record(config))
     results.extra.update(attention={}, parameters={}, device=str(device))
     rows = []
-    for r, task in enumerate(config.runs):
+    for task in config.runs:
+        cfg = dataclasses.replace(config, **dict(task.overrides))  # this run's settings
+        seeds = [cfg.seed + i for i in range(cfg.seeds)]
+        r = _data_index(config.runs, task)  # runs of one task (a study's variants) share their data
         held_out = eval_set(task, config.n_eval_series, config.n_eval_predict, seed=10_000 + r)
         final_set = eval_set(task, config.n_final_series, config.n_eval_predict, seed=20_000 + r)
         for attention in config.attentions:
             label = f"{task.name}/{attention}"
             train_cfg = TrainConfig(
-                steps=task.epochs, optimizer="sgd", lr=config.lr, momentum=config.momentum, grad_clip=config.grad_clip,
+                steps=task.epochs, optimizer="sgd", lr=cfg.lr, momentum=cfg.momentum, grad_clip=cfg.grad_clip,
                 schedule="step" if task.lr_drop_at else "constant", lr_step=task.lr_drop_at or 1, lr_gamma=0.25,
                 eval_every=config.eval_every, eval_at_start=True, log_every=config.eval_every or task.epochs,
                 device=str(device), progress=config.progress)
             ens = train_ensemble(
-                lambda s: make_model(task, attention, config.per_position, config.affine), _loss,
+                lambda s: make_model(task, attention, cfg.per_position, cfg.affine),
+                _loss_fn(float(task.N) if cfg.loss_sum else 1.0),
                 lambda epoch, s: epoch_batch(task, config.n_batch, 7919 * r + s, epoch), train_cfg, seeds,
                 eval_fn=lambda m: evaluate(m, held_out),
                 out_dir=None if out_dir is None else os.path.join(out_dir, task.name, attention), resume=resume,
                 identity=config_record(config))
-            finals = []
+            finals, variation = [], []
+            x_var = final_set[next(iter(final_set))][0][:1024].to(device)
             for s, model, history in zip(seeds, ens.models, ens.histories):
                 results.histories[f"{label}/seed{s}"] = history
                 finals.append(evaluate(model, final_set))
+                variation.append(weight_variation(model, x_var))
             for key in finals[0]:
                 if key.startswith("acc"):
                     values = torch.tensor([f[key] for f in finals], dtype=torch.float64)
@@ -174,7 +218,9 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             acc = torch.tensor([f["acc"] for f in finals], dtype=torch.float64)
             rows.append({"task": task.name, "attention": attention, "seeds": len(seeds), "epochs": task.epochs,
                          "acc_mean": float(acc.mean()), "acc_min": float(acc.min()), "acc_max": float(acc.max()),
-                         "solved": int((acc >= 0.999).sum()), "paper": task.paper})
+                         "solved": int((acc >= 0.999).sum()), "weight_std": max(variation),
+                         "affine": cfg.affine, "loss_sum": cfg.loss_sum, "grad_clip": cfg.grad_clip,
+                         "paper": task.paper})
             x, _ = held_out[next(iter(held_out))]
             with torch.no_grad():
                 _, a = ens.models[0](x[:config.attention_maps].to(device), return_attention=True)

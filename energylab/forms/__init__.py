@@ -5,7 +5,8 @@ projected steps), the samplers of valid instances and its ``register(...)`` call
 
 - :mod:`~energylab.forms.free_energy`: paper 000, free energies and the attention of one gradient step
   (softmax, dot product, linear, multi-head);
-- :mod:`~energylab.forms.newton`: paper 000, the Newton forms Att2nd, Att2nd1st, MHA2nd, MHA2nd1st;
+- :mod:`~energylab.forms.newton`: paper 000, the Newton forms Att2nd, Att2nd1st, MHA2nd, MHA2nd-paper, MHA2nd1st,
+  MHA2nd1st-corrected;
 - :mod:`~energylab.forms.hopfield`: modern Hopfield retrieval (Ramsauer et al.);
 - :mod:`~energylab.forms.expressive`: expressive attention (paper 001);
 - :mod:`~energylab.forms.local`: local energies of bare self-attention (paper 002);

@@ -1,8 +1,10 @@
 """Newton forms of paper 000: attention as a second-order step on the free energy; one family of the catalog.
 
 Paper 000 (*Transformers as intrinsic optimizers*), eqs. (9)-(10), Sec. 4 and App. A.8: the exact Newton
-direction −[∇²F*]⁻¹∇F* of the elastic free energy (Att2nd), its first Taylor term (Att2nd1st), the per-head
-Newton step of the multi-head free energy (MHA2nd) and its first-order version (MHA2nd1st), with the samplers
+direction −[∇²F*]⁻¹∇F* of the elastic free energy (Att2nd), its first Taylor term (Att2nd1st), the exact
+Newton step of the multi-head free energy for any invertible stacked W (MHA2nd), the paper's per-head step with
+its range-space inverse, exact only for WWᵀ = I (MHA2nd-paper), its first-order version, the layer the paper
+trained (MHA2nd1st), and the first-order version of the exact step (MHA2nd1st-corrected, ours), with the samplers
 and ``register`` calls. The energies are those of :mod:`energylab.forms.free_energy`.
 
 :func:`newton_first_order_direction` and :func:`ridge_inverse` are the per-head core of MHA2nd1st, shared by
@@ -30,8 +32,8 @@ from energylab.forms.free_energy import (
     softmax_free_energy,
 )
 
-__all__ = ["att2nd_update", "att2nd1st_update", "mha2nd_update", "mha2nd1st_update", "newton_first_order_direction",
-           "ridge_inverse"]
+__all__ = ["att2nd_update", "att2nd1st_update", "mha2nd_update", "mha2nd_paper_update", "mha2nd1st_update",
+           "mha2nd1st_corrected_update", "newton_first_order_direction", "ridge_inverse"]
 
 
 # ----------------------------------------------------------------------------- one query, one head
@@ -66,21 +68,50 @@ def att2nd1st_update(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T) -> to
 
 
 # ----------------------------------------------------------------------------- per head
-def mha2nd_update(z, H, W1, W2, T) -> torch.Tensor:
-    """Per-head Newton direction −Σ_h W_{1,h}ᵀ G_h⁻¹ C_h⁻¹ G_h (q_h − k̄_h), C_h = I − (1/T) Σ_i p_i d_i d_iᵀ.
+def _stacked(W1: torch.Tensor) -> torch.Tensor:
+    """The rows of all W_{1,h} stacked: W (H·d_h, d) = (d, d), invertible for a valid instance."""
+    return W1.reshape(-1, W1.shape[-1])
 
-    Paper 000, Sec. 4: Newton on each F_h* with the range-space inverse (WᵀCW)⁺ ≈ Wᵀ(WWᵀ)⁻¹C⁻¹W of its
-    footnote 7, G_h = W_{1,h}W_{1,h}ᵀ (the paper's rate η/H is a step size, left out here). That inverse is
-    exact only when G_h = I: if the rows of all W_{1,h} together form an orthogonal matrix, this direction is
-    exactly −[∇²F*]⁻¹∇F* of the average free energy (the 1/H of F* cancels). z: (..., d)  ->  (..., d).
-    """
+
+def _head_gradients(z, H, W1, W2, T):
+    """g_h = q_h − k̄_h (..., H, d_h) and C_h = I − (1/T) Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ (..., H, d_h, d_h)."""
     q, k, weights = head_queries_keys(z, H, W1, W2, T, "elastic")
     k_bar = weights @ k
     d = k - k_bar.squeeze(-2).unsqueeze(-2)  # (..., H, N, d_h)
     cov = torch.einsum("...hi,...hic,...hie->...hce", weights.squeeze(-2), d, d)
     C = torch.eye(d.shape[-1], dtype=z.dtype, device=z.device) - cov / T
+    return (q - k_bar).squeeze(-2), C
+
+
+def _unstack(W1, y):
+    """−W⁻¹ y = −Wᵀ G⁻¹ y for y (..., H, d_h), with W the stacked W_{1,h} and G = WWᵀ (one d × d solve)."""
+    W = _stacked(W1)
+    return -torch.linalg.solve(W, y.flatten(-2).unsqueeze(-1)).squeeze(-1)
+
+
+def mha2nd_update(z, H, W1, W2, T) -> torch.Tensor:
+    """Exact Newton direction −[∇²F*]⁻¹∇F* = −Wᵀ G⁻¹ C⁻¹ (q − k̄) of the multi-head free energy, any invertible W.
+
+    ∇F* = (1/H) Wᵀ g and ∇²F* = (1/H) Wᵀ C W with W (d, d) the stacked W_{1,h}, g the stacked q_h − k̄_h and
+    C = blockdiag(C_h), C_h = I − (1/T) Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ; so −[∇²F*]⁻¹∇F* = −W⁻¹ C⁻¹ g, and
+    W⁻¹ = Wᵀ G⁻¹ with G = WWᵀ (all heads together: its off-diagonal blocks W_{1,h}W_{1,h'}ᵀ couple the heads).
+    The 1/H cancels. Per head this is −C_h⁻¹ g_h, then one d × d solve. z: (..., d)  ->  (..., d).
+    """
+    g, C = _head_gradients(z, H, W1, W2, T)
+    return _unstack(W1, torch.linalg.solve(C, g.unsqueeze(-1)).squeeze(-1))
+
+
+def mha2nd_paper_update(z, H, W1, W2, T) -> torch.Tensor:
+    """Paper 000's per-head step −Σ_h W_{1,h}ᵀ G_h⁻¹ C_h⁻¹ G_h (q_h − k̄_h), G_h = W_{1,h}W_{1,h}ᵀ (Sec. 4).
+
+    It uses the range-space inverse (WᵀCW)⁺ ≈ Wᵀ(WWᵀ)⁻¹C⁻¹W of the paper's footnote 7 per head (the paper's rate
+    η/H is a step size, left out here). That inverse is exact only when G = WWᵀ = I: then G_h = I and this is
+    :func:`mha2nd_update`. For general W it is not the Newton direction (32-71% away from it for the catalog's
+    well-conditioned samples); its error is first order in W's distance from an orthogonal matrix.
+    z: (..., d)  ->  (..., d).
+    """
+    g, C = _head_gradients(z, H, W1, W2, T)
     G = W1 @ W1.transpose(-1, -2)  # (H, d_h, d_h)
-    g = (q - k_bar).squeeze(-2)  # (..., H, d_h)
     y = torch.linalg.solve(C, torch.einsum("hce,...he->...hc", G, g).unsqueeze(-1)).squeeze(-1)
     y = torch.linalg.solve(G, y.unsqueeze(-1)).squeeze(-1)
     return -torch.einsum("hca,...hc->...a", W1, y)
@@ -92,12 +123,27 @@ def mha2nd1st_update(z, H, W1, W2, T, T2=None, potential: str = "elastic", ridge
     b_h = G_h⁻¹ (1/T') Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ G_h (q_h − k̄_h); T' defaults to T. ``potential="elastic"``
     uses p from ½‖q_h − k_{i,h}‖² (the derivation), ``"dot"`` from q_hᵀk_{i,h} (the layer, with learnable T_h);
     on a sphere the two agree. The layer replaces −W_{1,h}ᵀ (and the step η/H) by a learnable W_{O,h}.
+    This is the first Taylor term of :func:`mha2nd_paper_update` (the paper's layer, what they trained), not of
+    the exact Newton step unless WWᵀ = I; see :func:`mha2nd1st_corrected_update`.
     z: (..., d), H: (N, d), W1 (= W_Q), W2 (= W_K): (H, d_h, d)  ->  (..., d).
     """
     q, k, weights = head_queries_keys(z, H, W1, W2, T, potential)
     G = W1 @ W1.transpose(-1, -2)
     direction = newton_first_order_direction(q, k, weights, G, T if T2 is None else T2, ridge).squeeze(-2)
     return -torch.einsum("hca,...hc->...a", W1, direction)
+
+
+def mha2nd1st_corrected_update(z, H, W1, W2, T, T2=None, potential: str = "elastic") -> torch.Tensor:
+    """First Taylor term of the exact per-head Newton step: −Wᵀ G⁻¹ [(q − k̄) + b], b_h = (1/T') C_h (q_h − k̄_h).
+
+    C⁻¹ ≈ I + cov/T in :func:`mha2nd_update`, with cov_h = Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ: no G_h inside b_h, no
+    per-head solve, no ridge. W (d, d) is the stacked W_{1,h} and G = WWᵀ; the layer absorbs −WᵀG⁻¹ (one d × d
+    map) into its learnable W_O. Error O(‖cov/T‖²) against the exact Newton step for ANY invertible W.
+    z: (..., d), H: (N, d), W1, W2: (H, d_h, d)  ->  (..., d).
+    """
+    q, k, weights = head_queries_keys(z, H, W1, W2, T, potential)
+    direction = newton_first_order_direction(q, k, weights, None, T if T2 is None else T2).squeeze(-2)
+    return _unstack(W1, direction)
 
 
 def newton_first_order_direction(q, k, weights, G=None, T2=1.0, ridge: float = 0.0, G_inv=None) -> torch.Tensor:
@@ -140,6 +186,16 @@ def _scale_tokens(params: dict, s: float) -> dict:
     return {**params, "H": math.sqrt(s) * params["H"]}
 
 
+def _toward_orthogonal(params: dict, s: float) -> dict:
+    """W_{1,h} moved to distance s from its orthogonal polar factor U: W = U(I + s(P − I)), where the stacked
+    W = UP (U orthogonal, P symmetric positive definite). At s = 0 the paper's per-head step is exact."""
+    W1 = params["W1"]
+    U, S, Vh = torch.linalg.svd(_stacked(W1))
+    P = Vh.transpose(-1, -2) @ torch.diag(S) @ Vh
+    eye = torch.eye(P.shape[-1], dtype=P.dtype)
+    return {**params, "W1": ((U @ Vh) @ (eye + s * (P - eye))).reshape(W1.shape)}
+
+
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
     name="att2nd", paper="energyprinciple2025", kind="newton",
@@ -160,19 +216,40 @@ register(AttentionForm(
 register(AttentionForm(
     name="mha2nd", multi_head=True, paper="energyprinciple2025", kind="newton",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
-                      r"-\sum_h W_{1,h}^\top G_h^{-1} C_h^{-1} G_h (q_h - \bar k_h)"),
+                      r"-W^\top G^{-1} C^{-1}(q - \bar k),\quad G = WW^\top"),
     energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),
-    update=mha2nd_update, sample=lambda *a, **k: sample_heads(*a, **k, orthogonal=True),
-    note="Per-head Newton with the paper's range-space inverse; exact Newton on F* when the stacked W_{1,h} "
-    "are orthogonal (sampled so here), otherwise the paper's approximation of it.",
+    update=mha2nd_update, sample=sample_heads,
+    note="Exact Newton on F* for any invertible stacked W = [W_{1,1}; ...; W_{1,H}] (sampled non-orthogonal): "
+    "C = blockdiag(C_h) and G = WWᵀ with its cross-head blocks. Ours: the paper's per-head step is mha2nd-paper.",
 ))
 register(AttentionForm(
-    name="mha2nd1st", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd", order=2,
+    name="mha2nd-paper", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd", order=1,
+    shrink=_toward_orthogonal,
+    equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
+                      r"-\sum_h W_{1,h}^\top G_h^{-1} C_h^{-1} G_h (q_h - \bar k_h)"),
+    energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),
+    update=mha2nd_paper_update, sample=sample_heads,
+    note="The paper's per-head step (footnote 7's range-space inverse): exact only when WWᵀ = I; its error is "
+    "first order in W's distance from its orthogonal polar factor (32-71% for the sampled W).",
+))
+register(AttentionForm(
+    name="mha2nd1st", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd-paper", order=2,
     shrink=_scale_tokens,
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\sum_h W_{1,h}^\top\big[(q_h - \bar k_h) + b_h\big]"),
     energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),
     update=mha2nd1st_update, sample=sample_heads,
-    note="App. A.8: first Taylor term of C_h⁻¹ in the per-head Newton step; the layer learns W_O in place "
-    "of −W_{1,h}ᵀ and uses dot-product scores with learnable T_h, T'_h.",
+    note="App. A.8, the layer the paper trained: first Taylor term of C_h⁻¹ in the paper's per-head step "
+    "(mha2nd-paper), b_h = G_h⁻¹(1/T')cov_h G_h(q_h − k̄_h); the layer learns W_O in place of −W_{1,h}ᵀ and uses "
+    "dot-product scores with learnable T_h, T'_h.",
+))
+register(AttentionForm(
+    name="mha2nd1st-corrected", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd",
+    order=2, shrink=_scale_tokens,
+    equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
+                      r"-W^\top G^{-1}\big[(q - \bar k) + b\big],\ b_h = \tfrac1{T'}\mathrm{cov}_h(q_h - \bar k_h)"),
+    energy=lambda z, H, W1, W2, T: multihead_free_energy(z, H, W1, W2, T).sum(),
+    update=mha2nd1st_corrected_update, sample=sample_heads,
+    note="Ours: first Taylor term of the exact Newton step (mha2nd) for any invertible W; no G_h, no solve, no "
+    "ridge in b_h; the layer absorbs −WᵀG⁻¹ into its learned W_O.",
 ))

@@ -1,7 +1,8 @@
 """Tokens on the sphere: the interaction energy of Geshkovski et al. (2023) and symmetric self-attention (paper 003).
 
 E_β of the SA/USA particle flows (multi-head through Q, K: the energy of :mod:`energylab.flows`), the symmetric
-self-attention energy of Tomihari & Karakida (Prop. 4.1), their tangent gradients (on-sphere forms: the update is
+self-attention energy in the special case W_V = A = Aᵀ (Tomihari & Karakida's Prop. 4.1 relaxes that symmetry;
+this module implements only the symmetric case), their tangent gradients (on-sphere forms: the update is
 the tangent part P_x of −∇E, :mod:`energylab.sphere`), the samplers and the ``register`` calls.
 Shapes: tokens x (..., N, d) as rows; per-head Q, K (H, d_h, d); A (d, d) symmetric.
 """
@@ -75,7 +76,8 @@ def _check_symmetric(x, A, beta):
 
 
 def symmetric_attention_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
-    """E = −(1/(2β)) Σ_ij exp(β x_iᵀ A x_j) with A = Aᵀ (Tomihari & Karakida, Prop. 4.1, symmetric case).
+    """E = −(1/(2β)) Σ_ij exp(β x_iᵀ A x_j) with A = Aᵀ (the V = A = Aᵀ special case; Tomihari &
+    Karakida's Prop. 4.1 relaxes that symmetry).
 
     x: (..., N, d), A: (d, d) symmetric  ->  (...). Where exp(β x_iᵀA x_j) overflows a ValueError names beta.
     """
@@ -108,7 +110,8 @@ def sphere_interaction_update(x: torch.Tensor, beta) -> torch.Tensor:
 def symmetric_attention_update(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
     """−P_x ∇E = P_{x_i}(Σ_j exp(β x_iᵀA x_j) A x_j): unnormalised self-attention with W_V = A = Aᵀ.
 
-    Tomihari & Karakida, Prop. 4.1 (symmetric case, continuous time, projected on the sphere). Softmax
+    The special case V = A = Aᵀ of Tomihari & Karakida (their Prop. 4.1 relaxes the symmetry); continuous time,
+    projected on the sphere. Softmax
     attention divides token i by Z_i > 0: a descent direction too, but not this gradient. x: (..., N, d), non-zero
     rows (ValueError naming x); where exp(β x_iᵀA x_j) overflows the dtype a ValueError names beta.
     """
@@ -147,6 +150,6 @@ register(AttentionForm(
                       r"P_{x_i}\Big(\sum_j e^{\beta x_i^\top A x_j} A x_j\Big)"),
     energy=lambda x, A, beta: symmetric_attention_energy(x, A, beta),
     update=symmetric_attention_update, sample=_sample_symmetric,
-    note="Exact tangent gradient with W_V = A = W_QW_Kᵀ symmetric (Prop. 4.1); softmax SA is a positively "
-    "rescaled version, still a descent direction.",
+    note="Exact tangent gradient in the special case W_V = A = W_QW_Kᵀ = Aᵀ (paper 003's Prop. 4.1 relaxes this "
+    "symmetry); softmax SA is a positively rescaled version, still a descent direction.",
 ))

@@ -85,7 +85,8 @@ def newton_explorer(run: Callable[[float], Mapping[str, Sequence[float]]], t_min
     return live_figure(draw, T=slider)
 
 
-VARIANT_COLORS = {"MHA": PALETTE[0], "MHA-only": PALETTE[5], "MHA2nd1st": PALETTE[1], "MHA2nd1st-only": PALETTE[4]}
+VARIANT_COLORS = {"MHA": PALETTE[0], "MHA-only": PALETTE[5], "MHA2nd1st": PALETTE[1], "MHA2nd1st-only": PALETTE[4],
+                  "MHA2nd1stC": PALETTE[2], "MHA2nd1stC-only": PALETTE[6]}
 
 
 def learning_curves(curves: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str, yaxis: str,
