@@ -57,6 +57,8 @@ def _main(argv: list[str] | None) -> int:
                      "and --set values; --device may differ), or start it if --out holds none")
     run.add_argument("--set", dest="overrides", action="append", default=[], type=_parse_override,
                      metavar="FIELD=VALUE", help="override a Config field (repeatable), e.g. --set epochs=500")
+    run.add_argument("--threads", type=int, default=None, metavar="N",
+                     help="CPU threads for torch (default: torch's own choice; 1 reproduces the book's notebooks)")
     run.add_argument("--commit", nargs="?", const="", default=None, metavar="NAME",
                      help="also write results/<experiment>/<NAME>.json with provenance (NAME: the profile)")
     args = parser.parse_args(argv)
@@ -73,6 +75,12 @@ def _main(argv: list[str] | None) -> int:
             return 0
         from energylab.train import init_distributed
 
+        if args.command == "run" and args.threads is not None:
+            if args.threads < 1:
+                raise ValueError(f"--threads must be >= 1, got {args.threads}")
+            import torch
+
+            torch.set_num_threads(args.threads)
         rank, world = init_distributed()
         overrides = dict(args.overrides)
         overrides["device"] = args.device

@@ -71,3 +71,17 @@ def test_every_committed_file_loads_with_provenance(path):
     res, prov = committed.load_committed(experiment, name)
     assert res.experiment == experiment and (experiment in experiments.EXPERIMENTS or experiment == "bench")
     assert prov["commit"] and len(prov["commit"]) == 40 and prov["machine"]["processor"]
+
+
+def test_cli_threads_option(monkeypatch, tmp_path, capsys):
+    import torch
+
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
+    before = torch.get_num_threads()
+    try:
+        assert main(["run", "toy", "--device", "cpu", "--out", str(tmp_path / "a"), "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+        assert main(["run", "toy", "--device", "cpu", "--out", str(tmp_path / "b"), "--threads", "0"]) == 2
+        assert "--threads must be >= 1, got 0" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)
