@@ -15,7 +15,7 @@ Results: ``tables["accuracy"]`` one row per (layer, T) with test accuracy and th
 scalars of the classifier: embedding, positions, CLS, layer, step-size network, readout); ``final["<layer>@T<t>"]``;
 ``extra["metrics"][layer]`` the per-iteration test means of E_ATTN, E_FF (after normalisation), effective rank and
 average angles (paper's and code's) of each Hyper-SET model up to max(test_iterations); ``extra["states"][layer]``
-one test image's tokens x_0..x_T' (nested lists) for the sphere viewer.
+one test image's tokens in head 0's subspace, on the unit sphere, at t = 0..T' (nested lists) for the sphere viewer.
 """
 from __future__ import annotations
 
@@ -58,11 +58,11 @@ class Config:
 
 
 _ABLATION = ("hyperset", "hyperset-sigmoid", "hyperset-linear", "hyperset-softmaxff", "hyperset-gatedff",
-             "hyperset-fixed0.1", "hyperset-fixed0.5", "hyperset-lora2", "hyperset-lora8", "transformer")
+             "hyperset-fixed0.1", "hyperset-fixed0.5", "hyperset-lora4")
 PROFILES = {
     # digits, d = 32, T = 4, 12 epochs of 20 steps, Hyper-SET and the Transformer
     "quick": Config(),
-    # the Table 3 / Table 4 rows on the same quick task: one model per variant
+    # the Table 3 / Table 4 rows on the same quick task: one model per variant (the Transformer is in quick)
     "ablation": Config(layers=_ABLATION),
     # digits at a larger scale: d = 64, T = 8, 60 epochs, the ablation set
     "medium": Config(layers=_ABLATION, dim=64, iterations=8, test_iterations=(8, 16), epochs=60, lr=2e-3),
@@ -72,9 +72,9 @@ PROFILES = {
                    warmup_steps=2000),
 }
 COST = {
-    "quick": "about 25 s on one CPU thread (2 models x 240 steps; measured)",
-    "ablation": "about 2 min on one CPU thread (10 models x 240 steps; measured)",
-    "medium": "about 15 min on one CPU thread (10 models x 1,200 steps at d = 64, T = 8; estimate)",
+    "quick": "about 20 s on one CPU thread (2 models x 240 steps; measured 17 s of CPU time)",
+    "ablation": "about 70 s on one CPU thread (8 models x 240 steps at about 8.5 s each; estimate from quick)",
+    "medium": "about 15 min on one CPU thread (8 models x 1,200 steps at d = 64, T = 8; estimate)",
     "full": "paper 004 Table 1 Small on CIFAR-10: 2 models x 78,000 steps at d = 384, T = 12: GPU hours (estimate)",
 }
 
@@ -144,6 +144,16 @@ def iteration_metrics(model: HyperSET, x: torch.Tensor, iterations: int) -> dict
     return {k: [round(float(r[k].mean()), 6) for r in rows] for k in rows[0]}
 
 
+@torch.no_grad()
+def head_trajectory(model: HyperSET, x: torch.Tensor, iterations: int, head: int = 0) -> list:
+    """One image's tokens in one head's subspace, RMS-normalised and scaled to unit length, at t = 0..iterations:
+    nested lists (T' + 1, N, d_h), rounded to 4 decimals (for the sphere viewer)."""
+    xs = [model.inputs(x)] + [s for _, s in model.states(x, iterations)]
+    z = torch.stack([model.layer.normalised(s, t or 1)[0][0, head] for t, s in enumerate(xs)])
+    z = z / z.norm(dim=-1, keepdim=True)
+    return z.double().mul(1e4).round().div(1e4).tolist()
+
+
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train one classifier per name in ``layers``; test at every T in ``test_iterations``."""
     if not config.layers or not config.test_iterations or min(config.test_iterations) < 1:
@@ -180,10 +190,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             results.final[f"{layer}@T{t}"] = accs[t]
         if layer.startswith("hyperset"):
             metrics[layer] = iteration_metrics(model, x_te, max(config.test_iterations))
-            with torch.no_grad():
-                traj = [model.inputs(x_te[:1])[0]] + [s[0] for _, s in model.states(x_te[:1],
-                                                                                 max(config.test_iterations))]
-            states[layer] = torch.stack(traj).double().tolist()  # (T' + 1, N, d)
+            states[layer] = head_trajectory(model, x_te[:1], max(config.test_iterations))
     results.tables["accuracy"] = rows
     results.extra.update(parameters=params, metrics=metrics, states=states, device=str(device),
                          steps=config.epochs * per_epoch, classes=classes, tokens=x_tr.shape[1] + 1)
