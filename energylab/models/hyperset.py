@@ -149,7 +149,10 @@ class HyperSETLayer(nn.Module):
             y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
         else:
             s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
-            if self.attention == "bisoftmax":
+            if self.attention == "bisoftmax" and self.gains is None:  # s symmetric: softmax_col(s) = softmax_row(s)ᵀ
+                A = torch.softmax(s, -1)
+                y = A @ v + A.transpose(-1, -2) @ v
+            elif self.attention == "bisoftmax":  # gains: query and key differ, s is not symmetric
                 y = (torch.softmax(s, -1) + torch.softmax(s, -2)) @ v  # softmax_row + softmax_col
             else:
                 sig = torch.sigmoid(s)
