@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from energylab._checks import check_int, check_nonzero_rows, check_positive, check_tensor
 
 __all__ = ["tangent_projection", "unit_tangent_projection", "normalize", "sphere_step", "random_tokens",
-           "mean_cosine", "cluster_labels", "count_clusters", "time_to_collapse"]
+           "mean_cosine", "average_angle", "mean_pairwise_angle", "effective_rank", "cluster_labels", "count_clusters",
+           "time_to_collapse"]
 
 
 # ----------------------------------------------------------------------------- geometry
@@ -102,10 +103,12 @@ def _check_cloud(name: str, x) -> torch.Tensor:
 
 
 def mean_cosine(x: torch.Tensor) -> torch.Tensor:
-    """Mean pairwise cosine over i != j: (||sum_i x_i||^2 - n) / (n (n - 1)); (..., N, d) -> (...).
+    """Mean pairwise inner product over i != j, (||sum_i x_i||^2 - sum_i ||x_i||^2) / (n (n - 1)): (..., N, d) -> (...).
 
-    Equals 1 exactly when all tokens coincide; about 0 for a uniform cloud. The average angle of paper 004
-    (Hu et al. 2025) is arccos of this number.
+    For UNIT rows (as the flows keep them) this is the mean pairwise cosine, (||sum_i x_i||^2 - n) / (n (n - 1)):
+    1 exactly when all tokens coincide, about 0 for a uniform cloud. For rows of other norms it is not a cosine;
+    the average angles of paper 004 normalise first: :func:`average_angle` (the paper's definition, arccos of the
+    mean cosine) and :func:`mean_pairwise_angle` (the authors' code, the mean of the pairwise arccos).
     """
     _check_cloud("x", x)
     n = x.shape[-2]
@@ -113,6 +116,41 @@ def mean_cosine(x: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"x must hold at least two tokens, got shape {tuple(x.shape)}")
     s = x.sum(-2)  # (..., d)
     return ((s * s).sum(-1) - (x * x).sum((-1, -2))) / (n * (n - 1))
+
+
+def average_angle(x: torch.Tensor) -> torch.Tensor:
+    """The paper's average angle (paper 004, Def. D.2) in degrees: arccos of the mean pairwise cosine of the rows
+    (normalised here, so any non-zero rows): (..., N ≥ 2, d) -> (...). Rows of a zero norm: ValueError naming x."""
+    return torch.rad2deg(torch.arccos(mean_cosine(_unit_rows(x)).clamp(-1, 1)))
+
+
+def mean_pairwise_angle(x: torch.Tensor) -> torch.Tensor:
+    """The authors' code's average angle in degrees: the mean over pairs i != j of arccos(cos(x_i, x_j)).
+    (..., N ≥ 2, d) -> (...). Never larger than :func:`average_angle` when every pairwise cosine is ≥ 0
+    (arccos is concave on [0, 1]: Jensen), and the two agree when all pairwise angles are equal."""
+    u = _unit_rows(x)
+    n = u.shape[-2]
+    cos = (u @ u.transpose(-1, -2)).clamp(-1, 1)  # (..., N, N)
+    off = ~torch.eye(n, dtype=torch.bool, device=x.device)
+    return torch.rad2deg(torch.arccos(cos[..., off])).mean(-1)
+
+
+def effective_rank(x: torch.Tensor) -> torch.Tensor:
+    """exp(−Σ_k p_k log p_k), p_k = σ_k / Σ σ (singular values of the N × d matrix of rows), as in paper 004
+    (Def. D.1, Roy and Vetterli 2007): (..., N, d) -> (...); 1 for rank one, r for r equal singular values."""
+    _check_cloud("x", x)
+    s = torch.linalg.svdvals(x)
+    p = s / s.sum(-1, keepdim=True)
+    return torch.exp(-torch.special.xlogy(p, p).sum(-1))
+
+
+def _unit_rows(x: torch.Tensor) -> torch.Tensor:
+    _check_cloud("x", x)
+    if x.shape[-2] < 2:
+        raise ValueError(f"x must hold at least two tokens, got shape {tuple(x.shape)}")
+    norm = x.norm(dim=-1, keepdim=True)
+    check_nonzero_rows("x", x, norm, why="a zero vector has no direction, hence no angle")
+    return x / norm
 
 
 def cluster_labels(x: torch.Tensor, threshold: float = 0.1) -> torch.Tensor:

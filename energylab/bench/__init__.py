@@ -16,6 +16,7 @@ SECTIONS = {
     "engine": "engine",  # training loop overhead vs bare PyTorch; seed-ensemble speed-up (issue 4)
     "sudoku": "sudoku",  # generation and solving throughput vs a plain recursive solver
     "attractor": "attractor",  # local field of the attractor net: autograd route vs the catalog operator (issue 9)
+    "hyperset": "hyperset",  # one Hyper-SET iteration fwd+bwd vs the Transformer block of equal width (issue 16)
     "sphere": "sphere",  # particle flows on the sphere vs bare SDPA / exp-matmul; animation page size (issue 7)
 }
 

@@ -47,6 +47,7 @@ EXPERIMENTS = {
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
     "hopfield": "energylab.experiments.hopfield",  # Ramsauer et al.: retrieval of stored digits against P and beta
     "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
+    "hyperset": "energylab.experiments.hyperset",  # paper 004: Hyper-SET vs Transformer on images, and ablations
     "recurrent": "energylab.experiments.recurrent",  # paper 003: ItrSA vs AKOrN, Lyapunov exponents, pseudo-energy
 }
 

@@ -1,0 +1,52 @@
+"""One Hyper-SET iteration against the Transformer block of equal width, forward + backward (issue 16).
+
+Both are the looped layers of the Sudoku harness: :class:`energylab.models.hyperset.HyperSETLayer` (attention and
+feedforward steps with their adaptive step sizes, FF width 4d) and the pre-RMSNorm
+:class:`energylab.models.looped.TransformerBlock` (FF width 4d). Each timing is one call of the layer and the
+backward pass of the sum of its output, median over repeats, measured in alternation with the reference in the
+same run; the row reports the ratio (target: at most 2). Run ``python -m energylab.bench hyperset``.
+"""
+from __future__ import annotations
+
+import torch
+
+from energylab.bench import median_time
+from energylab.models import count_parameters
+from energylab.models.hyperset import HyperSETLayer
+from energylab.models.looped import TransformerBlock
+
+TARGET = 2.0  # issue 16: one Hyper-SET iteration costs at most 2x the Transformer block
+
+
+def _step(layer, x, x0):
+    def fn():
+        layer.zero_grad(set_to_none=True)
+        y = layer(x, None, t=3, x0=x0) if getattr(layer, "takes_step", False) else layer(x, x0)
+        y.sum().backward()
+    return fn
+
+
+def time_ratio(batch: int, tokens: int, dim: int, heads: int, repeats: int = 10, seed: int = 0) -> dict:
+    """Median fwd+bwd seconds of one iteration of each layer, and their ratio (Hyper-SET / Transformer)."""
+    torch.manual_seed(seed)
+    hs, tf = HyperSETLayer(dim, heads), TransformerBlock(dim, heads)
+    with torch.no_grad():  # non-zero step sizes, as after training (zero ones would skip nothing anyway)
+        for p in hs.steps.parameters():
+            p.normal_(0, 0.02)
+    x = torch.randn(batch, tokens, dim, requires_grad=True)
+    x0 = torch.randn(batch, tokens, dim)
+    t_hs, t_tf = [], []
+    for _ in range(3):  # alternate, so that load from other processes hits both
+        t_hs.append(median_time(_step(hs, x, x0), repeats))
+        t_tf.append(median_time(_step(tf, x, x0), repeats))
+    hs_s, tf_s = sorted(t_hs)[1], sorted(t_tf)[1]
+    return {"case": f"B={batch} N={tokens} d={dim} H={heads}", "hyperset_ms": 1e3 * hs_s,
+            "transformer_ms": 1e3 * tf_s, "ratio": hs_s / tf_s, "target": TARGET,
+            "params_hyperset": count_parameters(hs), "params_transformer": count_parameters(tf)}
+
+
+def run(quick: bool = True) -> list[dict]:
+    """Rows for the 4x4 Sudoku quick size (N = 16, d = 64), a 9x9 board (N = 81, d = 128) and the image size."""
+    repeats = 5 if quick else 20
+    cases = [(64, 16, 64, 4), (16, 81, 128, 8), (64, 17, 32, 4)]
+    return [time_ratio(*case, repeats=repeats) for case in cases]

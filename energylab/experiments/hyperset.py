@@ -1,0 +1,197 @@
+"""Hyper-SET on images: the looped Hyper-SET layer vs the looped Transformer, and the ablations (paper 004).
+
+Each name in ``layers`` trains one :class:`energylab.models.hyperset.HyperSET` classifier (patch embedding, CLS
+token, one shared layer iterated ``iterations`` times, readout on the CLS token) with cross-entropy, then is tested
+at every T in ``test_iterations``. "transformer" is the looped baseline; "hyperset" is the paper's layer and
+"hyperset-<variant>" its alternatives (Table 3: "sigmoid", "linear" attention, "softmaxff", "gatedff" feedforward,
+"fixed0.1", "fixed0.5" step sizes; Table 4: "lora<r>" depth-wise LoRA). Hyper-SET uses ``ffn_mult_hyperset``
+hidden units per channel (M = d in the paper's image models, which gives its 0.96 M vs 1.79 M parameters) and the
+Transformer ``ffn_mult``.
+
+Data: ``"digits"`` (scikit-learn's 1,797 8×8 digits, bundled, no download; 2×2 patches: 16 tokens + CLS) for quick
+runs, ``"cifar10"`` / ``"cifar100"`` through torchvision (needs a download; 4×4 patches: 64 tokens + CLS) for full.
+
+Results: ``tables["accuracy"]`` one row per (layer, T) with test accuracy and the parameter count (all trainable
+scalars of the classifier: embedding, positions, CLS, layer, step-size network, readout); ``final["<layer>@T<t>"]``;
+``extra["metrics"][layer]`` the per-iteration test means of E_ATTN, E_FF (after normalisation), effective rank and
+average angles (paper's and code's) of each Hyper-SET model up to max(test_iterations); ``extra["states"][layer]``
+one test image's tokens in head 0's subspace, on the unit sphere, at t = 0..T' (nested lists) for the sphere viewer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from energylab._setup import choose_device
+from energylab.models import count_parameters
+from energylab.models.hyperset import HyperSET
+from energylab.results import config_record
+from energylab.train import Results, TrainConfig, train
+
+
+@dataclass
+class Config:
+    dataset: str = "digits"  # "digits" (bundled with scikit-learn), "cifar10" or "cifar100" (torchvision download)
+    data_dir: str = "data"  # where torchvision stores CIFAR
+    n_train: int = 1297  # training images (digits: the rest of the 1,797 are the test set)
+    n_test: int = 500  # test images
+    layers: tuple[str, ...] = ("hyperset", "transformer")  # one model per name, trained one after the other
+    dim: int = 32  # width d (the paper's Small: 384)
+    heads: int = 4  # attention heads H
+    ffn_mult: int = 4  # Transformer feed-forward width / d (the paper: 4)
+    ffn_mult_hyperset: int = 1  # Hyper-SET dictionary size M / d (the paper's image models: M = d)
+    iterations: int = 4  # T during training (the paper: 12)
+    test_iterations: tuple[int, ...] = (4, 8)  # T at test time (T and 2T)
+    epochs: int = 12  # passes over the training images
+    batch_size: int = 64  # images per step (the paper: 128)
+    lr: float = 3e-3  # Adam(W) peak learning rate (the paper: 1e-3 at batch 128 for 200 epochs)
+    weight_decay: float = 0.0  # AdamW decoupled weight decay
+    warmup_steps: int = 20  # linear warm-up, then cosine to 0
+    grad_clip: float | None = 1.0  # max gradient norm
+    seed: int = 0  # model initialisation and batch order (each layer starts from this seed)
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    progress: bool = True  # progress bars
+
+
+_ABLATION = ("hyperset", "hyperset-sigmoid", "hyperset-linear", "hyperset-softmaxff", "hyperset-gatedff",
+             "hyperset-fixed0.1", "hyperset-fixed0.5", "hyperset-lora4")
+PROFILES = {
+    # digits, d = 32, T = 4, 12 epochs of 20 steps, Hyper-SET and the Transformer
+    "quick": Config(),
+    # the Table 3 / Table 4 rows on the same quick task: one model per variant (the Transformer is in quick)
+    "ablation": Config(layers=_ABLATION),
+    # digits at a larger scale: d = 64, T = 8, 60 epochs, the ablation set
+    "medium": Config(layers=_ABLATION, dim=64, iterations=8, test_iterations=(8, 16), epochs=60, lr=2e-3),
+    # Table 1's Small config (paper 004): d = 384, 12 iterations, 200 epochs, batch 128, lr 1e-3, CIFAR-10
+    "full": Config(dataset="cifar10", n_train=50000, n_test=10000, dim=384, heads=8, iterations=12,
+                   test_iterations=(12, 24), epochs=200, batch_size=128, lr=1e-3, weight_decay=0.05,
+                   warmup_steps=2000),
+}
+COST = {
+    "quick": "about 20 s on one CPU thread (2 models x 240 steps; measured 17 s of CPU time)",
+    "ablation": "about 70 s on one CPU thread (8 models x 240 steps at about 8.5 s each; estimate from quick)",
+    "medium": "about 15 min on one CPU thread (8 models x 1,200 steps at d = 64, T = 8; estimate)",
+    "full": "paper 004 Table 1 Small on CIFAR-10: 2 models x 78,000 steps at d = 384, T = 12: GPU hours (estimate)",
+}
+
+
+def patches(images: torch.Tensor, patch: int) -> torch.Tensor:
+    """(B, C, H, W) -> (B, (H/p)(W/p), C p²): non-overlapping p × p patches in row-major order."""
+    B, C, H, W = images.shape
+    x = images.unfold(2, patch, patch).unfold(3, patch, patch)  # (B, C, H/p, W/p, p, p)
+    return x.permute(0, 2, 3, 1, 4, 5).reshape(B, (H // patch) * (W // patch), C * patch * patch)
+
+
+def load_images(config: Config) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor], int]:
+    """((train patches, labels), (test patches, labels), classes); a seeded split for digits."""
+    if config.dataset == "digits":
+        from sklearn.datasets import load_digits
+
+        d = load_digits()
+        x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0  # (1797, 1, 8, 8) in [0, 1]
+        y = torch.tensor(d.target, dtype=torch.long)
+        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+        if config.n_train + config.n_test > len(y):
+            raise ValueError(f"digits has {len(y)} images, asked for {config.n_train} + {config.n_test}")
+        tr, te = perm[:config.n_train], perm[len(y) - config.n_test:]
+        x = patches(x - 0.5, 2)
+        return (x[tr], y[tr]), (x[te], y[te]), 10
+    if config.dataset in ("cifar10", "cifar100"):
+        import torchvision
+
+        cls = torchvision.datasets.CIFAR10 if config.dataset == "cifar10" else torchvision.datasets.CIFAR100
+        out = []
+        for train_split, n in ((True, config.n_train), (False, config.n_test)):
+            ds = cls(config.data_dir, train=train_split, download=True)
+            x = torch.tensor(ds.data[:n], dtype=torch.float32).permute(0, 3, 1, 2) / 255.0  # (n, 3, 32, 32)
+            out.append((patches((x - 0.5) / 0.25, 4), torch.tensor(ds.targets[:n], dtype=torch.long)))
+        return out[0], out[1], 10 if config.dataset == "cifar10" else 100
+    raise ValueError(f"unknown dataset {config.dataset!r}: use 'digits', 'cifar10' or 'cifar100'")
+
+
+def make_model(config: Config, layer: str, patch_dim: int, n_patches: int, classes: int) -> HyperSET:
+    mult = config.ffn_mult_hyperset if layer.startswith("hyperset") else config.ffn_mult
+    return HyperSET(patch_dim, n_patches, classes, dim=config.dim, heads=config.heads, ffn_mult=mult,
+                    iterations=config.iterations, layer=layer)
+
+
+def loss_fn(model, batch):
+    x, y = batch
+    logits = model(x)
+    return F.cross_entropy(logits, y), {"acc": (logits.argmax(-1) == y).float().mean()}
+
+
+@torch.no_grad()
+def accuracy(model: HyperSET, x: torch.Tensor, y: torch.Tensor, iterations) -> dict[int, float]:
+    """{T: test accuracy} for every T, read out after each T of one pass."""
+    device = next(model.parameters()).device
+    wanted, out = set(iterations), {}
+    for t, state in model.states(x.to(device), max(iterations)):
+        if t in wanted:
+            out[t] = float((model.readout(state).argmax(-1).cpu() == y).float().mean())
+    return out
+
+
+@torch.no_grad()
+def iteration_metrics(model: HyperSET, x: torch.Tensor, iterations: int) -> dict[str, list]:
+    """Per-iteration test means (t = 0..iterations, t = 0 is x_0) of the layer's metrics (Hyper-SET only)."""
+    x0 = model.inputs(x)
+    rows = [model.layer.metrics(x0, 1)] + model.trace(x, iterations, lambda t, s: model.layer.metrics(s, t))
+    return {k: [round(float(r[k].mean()), 6) for r in rows] for k in rows[0]}
+
+
+@torch.no_grad()
+def head_trajectory(model: HyperSET, x: torch.Tensor, iterations: int, head: int = 0) -> list:
+    """One image's tokens in one head's subspace, RMS-normalised and scaled to unit length, at t = 0..iterations:
+    nested lists (T' + 1, N, d_h), rounded to 4 decimals (for the sphere viewer)."""
+    xs = [model.inputs(x)] + [s for _, s in model.states(x, iterations)]
+    z = torch.stack([model.layer.normalised(s, t or 1)[0][0, head] for t, s in enumerate(xs)])
+    z = z / z.norm(dim=-1, keepdim=True)
+    return z.double().mul(1e4).round().div(1e4).tolist()
+
+
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train one classifier per name in ``layers``; test at every T in ``test_iterations``."""
+    if not config.layers or not config.test_iterations or min(config.test_iterations) < 1:
+        raise ValueError("need at least one layer and positive test_iterations")
+    device = choose_device(config.device)
+    (x_tr, y_tr), (x_te, y_te), classes = load_images(config)
+    per_epoch = len(y_tr) // config.batch_size
+    results = Results("hyperset", dataclasses.asdict(config))
+    rows, params, metrics, states = [], {}, {}, {}
+    for layer in config.layers:
+        torch.manual_seed(config.seed)
+        model = make_model(config, layer, x_tr.shape[-1], x_tr.shape[1], classes)
+        params[layer] = count_parameters(model)
+
+        def batches(step: int):
+            epoch, k = divmod(step, per_epoch)
+            perm = torch.randperm(len(y_tr), generator=torch.Generator().manual_seed(1_000_003 * config.seed + epoch))
+            idx = perm[k * config.batch_size:(k + 1) * config.batch_size]
+            return x_tr[idx], y_tr[idx]
+
+        train_cfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr,
+                                weight_decay=config.weight_decay, schedule="cosine",
+                                warmup_steps=config.warmup_steps, grad_clip=config.grad_clip,
+                                log_every=max(1, per_epoch), device=str(device), seed=config.seed,
+                                progress=config.progress)
+        results.histories[layer] = train(model, loss_fn, batches, train_cfg,
+                                         out_dir=None if out_dir is None else os.path.join(out_dir, layer),
+                                         resume=resume, identity=config_record(config))
+        model.eval()
+        accs = accuracy(model.cpu(), x_te, y_te, config.test_iterations)
+        for t in sorted(accs):
+            rows.append({"layer": layer, "iterations": t, "trained_iterations": config.iterations,
+                         "accuracy": accs[t], "parameters": params[layer]})
+            results.final[f"{layer}@T{t}"] = accs[t]
+        if layer.startswith("hyperset"):
+            metrics[layer] = iteration_metrics(model, x_te, max(config.test_iterations))
+            states[layer] = head_trajectory(model, x_te[:1], max(config.test_iterations))
+    results.tables["accuracy"] = rows
+    results.extra.update(parameters=params, metrics=metrics, states=states, device=str(device),
+                         steps=config.epochs * per_epoch, classes=classes, tokens=x_tr.shape[1] + 1)
+    return results

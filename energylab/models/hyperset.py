@@ -1,0 +1,280 @@
+"""Hyper-SET: one shared layer that descends two energies on hyperspheres, iterated (paper 004, Sec. 4).
+
+One iteration t = 1..T of :class:`HyperSETLayer` (tokens are rows, x (B, N, d); heads W_h (d_h × d), H d_h = d):
+
+    Z^h   = RMSNorm(x W_hᵀ)                                   (B, H, N, d_h): one W_h is query, key and value
+    x    ← x + α_t ⊙ u_ATTN(x),   u_ATTN = −Σ_h [(A + Aᵀ) Z^h] W_h,   A = softmax_row(β Z^h Z^hᵀ),  β = 1/√d_h
+    x    ← x + γ_t ⊙ u_FF(x),     u_FF   = D ReLU(RMSNorm(Dᵀ x))                               D (d, M)
+
+Sign convention: u_ATTN and u_FF are the catalog's operators ``hyperset_attention_update`` and
+``hyperset_feedforward_update`` with ``rms=True`` (:mod:`energylab.forms.hyperspherical`), which return −∇E
+evaluated at the normalised projections. So the attention step is x + α ⊙ (−∇E_ATTN), which is the paper's
+eq. 9, x − α_t Σ_h W_h Z (softmax_col + softmax_row): the authors' attention returns +∇E and their layer
+subtracts it. The RMSNorm Jacobian is dropped (eq. 9), as in the paper.
+
+Step sizes α_t, γ_t ∈ R^d per token and channel (Table 5): c_t = Lin(d→d) GELU Lin(e→d) sin_e(t) from a sinusoidal
+embedding of t (width e: 512 in the paper, ``time_dim`` here, default d), then [α_t, γ_t] = Lin(d→2d)(GELU(c_t +
+RMSNorm(x_0))); every Linear is zero-initialised, so at initialisation the layer is the identity. Variants:
+the attention energies of Table 18 (``attention="sigmoid"``, ``"linear"``), the feedforward energies of Table 19
+(``feedforward="softmax"``, ``"gated"``), fixed step sizes α_t = γ_t = s (``step=s``, Table 3) and depth-wise LoRA
+(``lora_rank=r``: W + B_t A_t and D + B'_t A'_t per iteration, Table 4). ``gains=True`` gives the projections
+learnable RMSNorm gains (separate for query, key, value and the hidden units), as the authors' code does; with gains
+the update is no longer the exact gradient of E_ATTN, so the default (the paper's layer) has none.
+
+Hooks without side effects: :meth:`HyperSETLayer.energies` (E_ATTN and E_FF after normalisation, Fig. 5) and
+:meth:`HyperSETLayer.metrics` (energies, effective ranks and average angles, Fig. 6), to be passed to
+``LoopedModel.trace``. Registered looped layers: "hyperset", "hyperset-sigmoid", "hyperset-linear",
+"hyperset-softmaxff", "hyperset-gatedff", "hyperset-fixed0.1", "hyperset-fixed0.5", "hyperset-lora<r>" (r = 2, 4,
+8; adapters for T = 8 iterations, later iterations reuse the last), "hyperset-gains".
+:class:`HyperSET` is the image classifier (patch embedding, CLS token, the looped layer).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from energylab._checks import check_divides
+from energylab.forms.hyperspherical import (
+    gated_feedforward_energy,
+    hyperset_attention_energy,
+    hyperset_feedforward_energy,
+    kernel_linear_attention_energy,
+    sigmoid_attention_energy,
+    softmax_feedforward_energy,
+)
+from energylab.models.looped import LAYERS, register_layer
+from energylab.sphere import average_angle, effective_rank, mean_pairwise_angle
+
+__all__ = ["sinusoidal_embedding", "StepSizes", "HyperSETLayer", "HyperSET", "ATTENTIONS", "FEEDFORWARDS"]
+
+ATTENTIONS = {"bisoftmax": hyperset_attention_energy, "sigmoid": sigmoid_attention_energy,
+              "linear": kernel_linear_attention_energy}
+FEEDFORWARDS = {"relu": hyperset_feedforward_energy, "softmax": softmax_feedforward_energy,
+                "gated": gated_feedforward_energy}
+
+
+def sinusoidal_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
+    """[cos(t ω_k), sin(t ω_k)], ω_k = 10000^(−k/(width/2)): (...) -> (..., width) (width even)."""
+    half = width // 2
+    omega = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64) / half)
+    args = t.double().unsqueeze(-1) * omega.to(t.device)
+    return torch.cat([args.cos(), args.sin()], -1)
+
+
+class StepSizes(nn.Module):
+    """α_t, γ_t (B, N, d) from t and x_0 (Table 5; zero-initialised, so both are 0 at initialisation)."""
+
+    def __init__(self, dim: int, time_dim: int | None = None):
+        super().__init__()
+        self.time_dim = time_dim or dim + dim % 2
+        self.time = nn.Sequential(nn.Linear(self.time_dim, dim), nn.GELU(), nn.Linear(dim, dim))
+        self.out = nn.Linear(dim, 2 * dim)
+        for lin in (self.time[0], self.time[2], self.out):
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, t: int, x0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e = sinusoidal_embedding(torch.tensor(float(t), device=x0.device), self.time_dim).to(x0.dtype)
+        c = self.time(e)  # (d,)
+        return self.out(F.gelu(c + F.rms_norm(x0, (x0.shape[-1],)))).chunk(2, dim=-1)
+
+
+def _rms(u: torch.Tensor, gain: torch.Tensor | None, eps: float) -> torch.Tensor:
+    return F.rms_norm(u, (u.shape[-1],), weight=gain, eps=eps)
+
+
+class HyperSETLayer(nn.Module):
+    """One Hyper-SET iteration (see the module docstring); called as ``layer(x, c, t=t, x0=x0)``.
+
+    dim d, heads H (d_h = d/H), ffn_mult: M = ffn_mult·d hidden units of D. The injected input c is not used:
+    the input enters through x_0 (the starting state and the step sizes' condition), as in the paper.
+    """
+
+    takes_step = True
+
+    def __init__(self, dim: int, heads: int, ffn_mult: int = 4, attention: str = "bisoftmax",
+                 feedforward: str = "relu", step: float | None = None, lora_rank: int = 0, lora_iterations: int = 8,
+                 gains: bool = False, time_dim: int | None = None, eps: float = 1e-6):
+        super().__init__()
+        self.head_dim = dim // check_divides("heads", heads, dim)
+        if attention not in ATTENTIONS or feedforward not in FEEDFORWARDS:
+            raise ValueError(f"attention must be one of {sorted(ATTENTIONS)} and feedforward one of "
+                             f"{sorted(FEEDFORWARDS)}, got {attention!r} and {feedforward!r}")
+        if lora_rank < 0 or lora_iterations < 1:
+            raise ValueError(f"need lora_rank >= 0 and lora_iterations >= 1, got {lora_rank} and {lora_iterations}")
+        self.dim, self.heads, self.hidden = dim, heads, ffn_mult * dim
+        self.attention, self.feedforward, self.step, self.eps = attention, feedforward, step, eps
+        self.beta = 1 / math.sqrt(self.head_dim)
+        bound = 1 / math.sqrt(dim)  # nn.Linear's default scale
+        self.W = nn.Parameter(torch.empty(dim, dim).uniform_(-bound, bound))  # rows: heads' rows W_h stacked
+        self.D = nn.Parameter(torch.empty(dim, self.hidden).uniform_(-bound, bound))  # (d, M), columns d_m
+        self.gains = nn.Parameter(torch.ones(3, self.head_dim)) if gains else None  # query, key, value
+        self.ff_gain = nn.Parameter(torch.ones(self.hidden)) if gains else None
+        self.steps = StepSizes(dim, time_dim) if step is None else None
+        self.lora_rank = lora_rank
+        if lora_rank:  # B zero (the adapters start at 0), A random; one pair per iteration
+            self.lora_W_A = nn.Parameter(torch.randn(lora_iterations, lora_rank, dim) / math.sqrt(dim))
+            self.lora_W_B = nn.Parameter(torch.zeros(lora_iterations, dim, lora_rank))
+            self.lora_D_A = nn.Parameter(torch.randn(lora_iterations, lora_rank, self.hidden) / math.sqrt(dim))
+            self.lora_D_B = nn.Parameter(torch.zeros(lora_iterations, dim, lora_rank))
+
+    # ------------------------------------------------------------------ weights and the two updates
+    def weights(self, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W (H, d_h, d), D (d, M)) at iteration t, with the depth-wise LoRA adapter of t (t > T: the last)."""
+        W, D = self.W, self.D
+        if self.lora_rank and t is not None:
+            k = min(max(t, 1), self.lora_W_A.shape[0]) - 1
+            W = W + self.lora_W_B[k] @ self.lora_W_A[k]
+            D = D + self.lora_D_B[k] @ self.lora_D_A[k]
+        return W.view(self.heads, self.head_dim, self.dim), D
+
+    def projections(self, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """z_iʰ = W_h x_i: (B, N, d) -> (B, H, N, d_h), before normalisation."""
+        B, N, _ = x.shape
+        return (x @ W.flatten(0, 1).T).view(B, N, self.heads, self.head_dim).transpose(1, 2)
+
+    def attention_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
+        """−∇E_ATTN at the normalised projections (catalog sign): (B, N, d) -> (B, N, d)."""
+        W, _ = self.weights(t)
+        z = self.projections(x, W)
+        g = (None, None, None) if self.gains is None else self.gains.unbind(0)
+        q = _rms(z, g[0], self.eps)
+        k, v = (q, q) if self.gains is None else (_rms(z, g[1], self.eps), _rms(z, g[2], self.eps))
+        if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
+            pq = torch.sigmoid(q)
+            y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
+        else:
+            s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
+            if self.attention == "bisoftmax" and self.gains is None:  # s symmetric: softmax_col(s) = softmax_row(s)ᵀ
+                A = torch.softmax(s, -1)
+                y = A @ v + A.transpose(-1, -2) @ v
+            elif self.attention == "bisoftmax":  # gains: query and key differ, s is not symmetric
+                y = (torch.softmax(s, -1) + torch.softmax(s, -2)) @ v  # softmax_row + softmax_col
+            else:
+                sig = torch.sigmoid(s)
+                y = (sig * (1 - sig)) @ v
+        B, _, N, _ = y.shape
+        return -(y.transpose(1, 2).reshape(B, N, self.dim) @ W.flatten(0, 1))
+
+    def feedforward_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
+        """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d)."""
+        _, D = self.weights(t)
+        h = _rms(x @ D, self.ff_gain, self.eps)  # (B, N, M)
+        if self.feedforward == "relu":
+            phi = torch.relu(h)
+        elif self.feedforward == "softmax":
+            phi = torch.softmax(h, -1)
+        else:
+            s = torch.sigmoid(h)
+            phi = s.sum(-1, keepdim=True) * s * (1 - s)
+        return phi @ D.T
+
+    def step_sizes(self, x0: torch.Tensor, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(α_t, γ_t), each broadcastable to (B, N, d)."""
+        if self.steps is None:
+            s = torch.full((), float(self.step), dtype=x0.dtype, device=x0.device)
+            return s, s
+        return self.steps(t, x0)
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor | None = None, t: int = 1,
+                x0: torch.Tensor | None = None) -> torch.Tensor:
+        alpha, gamma = self.step_sizes(x if x0 is None else x0, t)
+        x = x + alpha * self.attention_update(x, t)
+        return x + gamma * self.feedforward_update(x, t)
+
+    # ------------------------------------------------------------------ hooks (no side effects)
+    def normalised(self, x: torch.Tensor, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Z (B, H, N, d_h), U (B, N, M)): the projections on their spheres, without gains."""
+        W, D = self.weights(t)
+        return _rms(self.projections(x, W), None, self.eps), _rms(x @ D, None, self.eps)
+
+    def energies(self, x: torch.Tensor, t: int | None = None) -> dict[str, torch.Tensor]:
+        """{"attention": E_ATTN (B,), "feedforward": E_FF (B,)} after normalisation (Fig. 5), through the catalog's
+        energies: E(Z) with identity projections per head, E(U) with an identity dictionary."""
+        Z, U = self.normalised(x, t)
+        B, H, N, dh = Z.shape
+        eye = torch.eye(H * dh, dtype=x.dtype, device=x.device).view(H, dh, H * dh)
+        tokens = Z.transpose(1, 2).reshape(B, N, H * dh)
+        e_attn = ATTENTIONS[self.attention](tokens, eye, self.beta)
+        e_ff = FEEDFORWARDS[self.feedforward](U, torch.eye(U.shape[-1], dtype=x.dtype, device=x.device))
+        return {"attention": e_attn, "feedforward": e_ff}
+
+    def energy(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
+        """E_ATTN + E_FF after normalisation, (B,)."""
+        e = self.energies(x)
+        return e["attention"] + e["feedforward"]
+
+    def metrics(self, x: torch.Tensor, t: int | None = None) -> dict[str, torch.Tensor]:
+        """Energies (B,), and of each head's normalised projections (B, H) and of the full tokens (B,): the effective
+        rank and the average angle in degrees, both as the paper defines it (arccos of the mean cosine,
+        ``average_angle``) and as the authors' code computes it (mean of pairwise arccos, ``mean_pairwise_angle``)."""
+        Z, _ = self.normalised(x, t)
+        out = self.energies(x, t)
+        out.update(effective_rank=effective_rank(Z), effective_rank_full=effective_rank(x),
+                   average_angle=average_angle(Z), mean_pairwise_angle=mean_pairwise_angle(Z),
+                   average_angle_full=average_angle(x))
+        return out
+
+
+VARIANTS = {"": {}, "sigmoid": {"attention": "sigmoid"}, "linear": {"attention": "linear"},
+            "softmaxff": {"feedforward": "softmax"}, "gatedff": {"feedforward": "gated"},
+            "fixed0.1": {"step": 0.1}, "fixed0.5": {"step": 0.5}, "lora2": {"lora_rank": 2},
+            "lora4": {"lora_rank": 4}, "lora8": {"lora_rank": 8}, "gains": {"gains": True}}
+for _name, _kwargs in VARIANTS.items():
+    register_layer("hyperset" + (f"-{_name}" if _name else ""), functools.partial(HyperSETLayer, **_kwargs))
+
+
+# ----------------------------------------------------------------------------- the image classifier
+class HyperSET(nn.Module):
+    """Image classifier: patches (B, N, p) -> Linear(p→d) + learnable positions, a CLS token in front, one shared
+    looped layer iterated T times, RMSNorm + Linear on the CLS token. ``layer`` is a name in
+    ``energylab.models.looped.LAYERS`` ("hyperset" and its variants; "transformer" for the looped baseline, which
+    gets no injected input); ``lora_iterations`` sets the number of depth-wise adapters for "hyperset-lora*"."""
+
+    def __init__(self, patch_dim: int, n_patches: int, classes: int, dim: int = 32, heads: int = 4,
+                 ffn_mult: int = 4, iterations: int = 4, layer: str = "hyperset"):
+        super().__init__()
+        if layer not in LAYERS:
+            raise ValueError(f"unknown layer {layer!r}; registered: {', '.join(sorted(LAYERS))}")
+        self.iterations, self.layer_name = iterations, layer
+        self.embed = nn.Linear(patch_dim, dim, bias=False)
+        self.cls = nn.Parameter(torch.randn(1, 1, dim))
+        self.pos = nn.Parameter(torch.randn(n_patches + 1, dim))
+        if layer.startswith("hyperset"):
+            kwargs = dict(VARIANTS[layer[len("hyperset-"):]] if "-" in layer else {})
+            self.layer = HyperSETLayer(dim, heads, ffn_mult, lora_iterations=iterations, **kwargs)
+        else:
+            self.layer = LAYERS[layer](dim, heads, ffn_mult)
+        self.norm = nn.RMSNorm(dim)
+        self.head = nn.Linear(dim, classes, bias=False)
+
+    def inputs(self, patches: torch.Tensor) -> torch.Tensor:
+        """x_0 = [CLS; patches W_eᵀ] + P: (B, N, p) -> (B, N + 1, d)."""
+        x = self.embed(patches)
+        return torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+
+    def states(self, patches: torch.Tensor, iterations: int | None = None):
+        """Yield (t, x_t) for t = 1..T."""
+        x0 = self.inputs(patches)
+        x, takes_step = x0, getattr(self.layer, "takes_step", False)
+        for t in range(1, (iterations or self.iterations) + 1):
+            x = self.layer(x, None, t=t, x0=x0) if takes_step else self.layer(x, None)
+            yield t, x
+
+    def readout(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(x[:, 0]))
+
+    def forward(self, patches: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
+        """Logits (B, classes) after T iterations (default: the training T)."""
+        for _, x in self.states(patches, iterations):
+            pass
+        return self.readout(x)
+
+    def trace(self, patches: torch.Tensor, iterations: int, hook) -> list:
+        """[hook(t, x_t) for t = 1..iterations]."""
+        return [hook(t, x) for t, x in self.states(patches, iterations)]
+
