@@ -73,3 +73,13 @@ def test_every_page_must_link_the_book_pdf(site):
                                                     "book/notation.html: the book PDF link points to energylab.pdf"]
     (site / "book" / "notation.html").write_text(menu.format(link.format("../energylab.pdf")))
     assert ss.check_book_pdf(site, min_pages=3) == []
+
+
+def test_the_sphere_chapter_carries_the_in_page_explorer():
+    """The smoke test's JavaScript-vs-Python check runs on the page that has the explorer: chapter 6 must keep it."""
+    import json
+
+    nb = json.loads((SCRIPT.parents[1] / "notebooks" / "06_particles_on_spheres.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert sum(s.count('<div class="sphere-explorer"></div>') for s in cells) == 1
+    assert [case["method"] for case in ss.FLOW_CASES] == ["euler", "rk4", "rk4"] and ss.FLOW_TOL == 1e-6
