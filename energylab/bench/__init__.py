@@ -17,6 +17,7 @@ SECTIONS = {
     "sudoku": "sudoku",  # generation and solving throughput vs a plain recursive solver
     "attractor": "attractor",  # local field of the attractor net: autograd route vs the catalog operator (issue 9)
     "sphere": "sphere",  # particle flows on the sphere vs bare SDPA / exp-matmul; animation page size (issue 7)
+    "derive": "derive",  # a layer from energylab.derive (autograd) vs its hand-derived closed form (issue 20)
 }
 
 

@@ -47,6 +47,7 @@ EXPERIMENTS = {
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
     "hopfield": "energylab.experiments.hopfield",  # Ramsauer et al.: retrieval of stored digits against P and beta
     "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
+    "forms": "energylab.experiments.forms",  # every trainable form (and derived ones) on 4x4 Sudoku, one budget
 }
 
 
