@@ -11,6 +11,7 @@ from energylab import catalog
 from energylab.derive import EnergyLayer, derive
 from energylab.forms import free_energy as fe
 from energylab.forms import newton as nf
+from energylab.models.derived import CauchyEnergy
 
 GRADIENT = [n for n, f in catalog.FORMS.items() if f.kind == "gradient"]
 NEWTON = [n for n, f in catalog.FORMS.items() if f.kind == "newton"]
@@ -63,23 +64,9 @@ def test_verify_detects_a_wrong_closed_form_and_restores_the_dtype():
     assert W.dtype == torch.float32 and layer.source.learned["W"] is W
 
 
-class CauchyEnergy(nn.Module):
-    """E(z) = −(T/2) Σ_h log Σ_i (1 + ‖q_h − k_{i,h}‖²)^{-1}... as a heads test: a module energy with (H, d_h, d)."""
-
-    def __init__(self, dim=6, heads=2):
-        super().__init__()
-        self.Wq = nn.Parameter(torch.randn(heads, dim // heads, dim, generator=_gen(0)) / dim ** 0.5)
-        self.Wk = nn.Parameter(torch.randn(heads, dim // heads, dim, generator=_gen(1)) / dim ** 0.5)
-
-    def energy(self, x):  # x (B, N, d) -> (B,)
-        q = torch.einsum("hca,bna->bhnc", self.Wq, x)
-        k = torch.einsum("hca,bna->bhnc", self.Wk, x)
-        dist = (q.unsqueeze(-2) - k.unsqueeze(-3)).pow(2).sum(-1)  # (B, H, N, N)
-        return -torch.log((1 + dist).reciprocal().sum(-1)).sum((-1, -2))
-
-
 def cauchy_update(x, E):
-    """Hand-derived −∇E of CauchyEnergy: with w_ij = (1+‖q_i−k_j‖²)^{-1}, S_i = Σ_j w_ij, a_ij = w_ij²/S_i,
+    """−∇E of energylab.models.derived.CauchyEnergy, derived again here in another form (pairwise differences, the
+    library's closed form uses matrix products): with w_ij = (1+‖q_i−k_j‖²)^{-1}, S_i = Σ_j w_ij, a_ij = w_ij²/S_i,
     −∂E/∂q_i = −2 Σ_j a_ij (q_i − k_j) and −∂E/∂k_j = 2 Σ_i a_ij (q_i − k_j), mapped back by W_qᵀ and W_kᵀ."""
     q = torch.einsum("hca,bna->bhnc", E.Wq, x)
     k = torch.einsum("hca,bna->bhnc", E.Wk, x)
@@ -92,10 +79,11 @@ def cauchy_update(x, E):
 
 
 def test_module_energy_with_heads_and_batches():
-    E = CauchyEnergy()
+    E = CauchyEnergy(6, 2, generator=_gen(0))
     layer = derive(E, step=0.3)
     x = torch.randn(3, 5, 6, generator=_gen(2))
     assert layer.verify(lambda z: cauchy_update(z, E), x) < 1e-10
+    assert layer.verify(E.closed_form, x) < 1e-10
     assert E.Wq.dtype == torch.float32
     one = layer.update(x[1:2])  # a batch is independent elements: element 1 alone gives the same direction
     assert torch.allclose(layer.update(x)[1:2], one, atol=1e-6)
