@@ -11,13 +11,14 @@ forms, models and notebooks; viz and train serve notebooks.
 Every submodule is imported on first attribute access, so ``import energylab.portable`` (the environment pins,
 which must be set before torch loads) imports no torch, and ``viz``/``experiments`` pull in plotly and the
 training engine only when used. ``catalog`` is the one exception to a plain import: it first imports ``forms``,
-whose family modules register every form into it (see :mod:`energylab.catalog`).
+whose family modules register every form into it (see :mod:`energylab.catalog`). ``derive`` is a callable
+module: ``energylab.derive(energy)`` builds a layer (see :mod:`energylab.derive`).
 """
 import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
                "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
-               "committed", "results"}
+               "committed", "results", "derive"}
 _FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
 
 

@@ -18,6 +18,7 @@ SECTIONS = {
     "attractor": "attractor",  # local field of the attractor net: autograd route vs the catalog operator (issue 9)
     "hyperset": "hyperset",  # one Hyper-SET iteration fwd+bwd vs the Transformer block of equal width (issue 16)
     "sphere": "sphere",  # particle flows on the sphere vs bare SDPA / exp-matmul; animation page size (issue 7)
+    "derive": "derive",  # a layer from energylab.derive (autograd) vs its hand-derived closed form (issue 20)
 }
 
 

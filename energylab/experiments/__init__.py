@@ -49,6 +49,7 @@ EXPERIMENTS = {
     "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
     "hyperset": "energylab.experiments.hyperset",  # paper 004: Hyper-SET vs Transformer on images, and ablations
     "recurrent": "energylab.experiments.recurrent",  # paper 003: ItrSA vs AKOrN, Lyapunov exponents, pseudo-energy
+    "forms": "energylab.experiments.forms",  # every trainable form (and derived ones) on 4x4 Sudoku, one budget
 }
 
 

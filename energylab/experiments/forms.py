@@ -1,0 +1,138 @@
+"""Every trainable form under one budget: looped 4×4 Sudoku, one block per form, 3 seeds (for the Atlas).
+
+Each layer of :mod:`energylab.modules` that fits a looped block, and the layers built by :func:`energylab.derive`
+from the energies of :mod:`energylab.models.derived`, is trained as the shared block of a
+:class:`~energylab.models.looped.LoopedModel` on the same boards with the same optimiser, steps, batches and
+seeds. The block is h = x + c; h = h + A(RMSNorm(h)); x' = h + F(RMSNorm(h)): ``form-<attention>`` swaps A
+(F = the GELU MLP), ``form-<feedforward>`` swaps F (A = softmax MHA), ``derived-<energy>`` uses A = η·(−∇E)
+from autograd. The softmax baseline ``form-mha`` is the Transformer block of the Sudoku chapter.
+
+Measured per (layer, seed): cell and board accuracy on the blanks of held-out boards at the training T, the
+trainable parameters and the CPU time per step (``time.process_time`` around training: one thread, so it is
+the work itself, not the machine's load). ``tables["summary"]`` has one row per layer: seed-mean and spread of
+the accuracies, parameters, and the time per step as a ratio to the baseline's (medians over seeds, same run).
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+
+from energylab._setup import choose_device
+from energylab.experiments.sudoku import blank_loss, epoch_batches, load_set, test_time
+from energylab.models import count_parameters
+from energylab.models import derived as D
+from energylab.models.looped import LoopedConfig, LoopedModel
+from energylab.results import Results, config_record
+from energylab.train import TrainConfig, train
+
+LAYERS = D.LAYER_NAMES
+
+
+@dataclass
+class Config:
+    layers: tuple[str, ...] = LAYERS  # every trainable form that fits the looped block (see the docstring)
+    baseline: str = "form-mha"  # the time ratios are to this layer (softmax MHA + MLP), measured in the same run
+    size: int = 4  # 4×4 boards: the one quick task every form can learn on a CPU in seconds
+    train_set: str = "4x4-id"  # generated, cached boards (energylab.tasks.sudoku.NAMED_SETS)
+    test_set: str = "4x4-id"  # held-out boards of the same distribution
+    n_train: int = 1000  # enough boards that 300 steps of 32 see each about 10 times
+    n_test: int = 300  # held-out boards: ±3% on a board accuracy near 50%
+    dim: int = 32  # width d: small enough for 33 runs in minutes, large enough to learn 4×4
+    heads: int = 4  # H = 4, d_h = 8 (the Sudoku chapter's head count)
+    ffn_mult: int = 4  # MLP / energy-feedforward width 4d (the papers' ratio)
+    iterations: int = 8  # T = 8 loops in training and in the test (the Sudoku chapter's quick T)
+    steps: int = 300  # the budget: optimiser steps, the same for every form (softmax MHA: 95% cells at seed 0)
+    batch_size: int = 32  # boards per step
+    lr: float = 3e-3  # AdamW peak lr, cosine to 0 (one lr for all: the budget includes no tuning)
+    warmup_steps: int = 30  # linear warm-up: 10% of the steps
+    grad_clip: float | None = 1.0  # max gradient norm, as in the Sudoku experiment
+    seeds: tuple[int, ...] = (0, 1, 2)  # 3 seeds per form (model init and batch order)
+    data_seed: int = 0  # seed of the generated boards
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
+    progress: bool = False  # progress bars (33 short runs: off)
+
+
+PROFILES = {
+    "quick": Config(),
+    # the Sudoku chapter's quick budget (d = 64, 2,500 boards, 1,170 steps of 64) for every form
+    "medium": Config(dim=64, n_train=2500, n_test=500, steps=1170, batch_size=64, lr=1e-3, warmup_steps=50),
+    # 6×6 boards (2×3 boxes) at d = 128 for a GPU: a budget where the forms' gaps are not just speed of learning
+    "full": Config(size=6, train_set="6x6-id", test_set="6x6-id", n_train=9000, n_test=1000, dim=128, heads=8,
+                   steps=5600, batch_size=64, lr=1e-3, warmup_steps=200),
+}
+COST = {
+    "quick": "about 6 min on one CPU thread (11 forms x 3 seeds x 300 steps at d = 32; measured, see the report)",
+    "medium": "about 1.5 h on one CPU thread (11 forms x 3 seeds x 1,170 steps at d = 64; estimate from the "
+              "Sudoku quick run, derived-cauchy is 3x slower than the baseline)",
+    "full": "estimated 1-3 h on one GPU (11 forms x 3 seeds x 5,600 steps on 6x6 boards at d = 128; not timed)",
+}
+
+
+def make_model(config: Config, layer: str) -> LoopedModel:
+    return LoopedModel(LoopedConfig(size=config.size, dim=config.dim, heads=config.heads, ffn_mult=config.ffn_mult,
+                                    layer=layer, iterations=config.iterations))
+
+
+def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train every layer of ``config.layers`` for every seed under one budget; accuracy, parameters, time ratio.
+
+    ``out_dir``/``resume`` are accepted for the registry's signature; the runs are short and keep no
+    checkpoints (``out_dir`` receives nothing but what the caller saves).
+    """
+    if config.baseline not in config.layers:
+        raise ValueError(f"baseline {config.baseline!r} must be one of the layers {config.layers}")
+    unknown = [name for name in config.layers if name not in D.LAYER_NAMES]
+    if unknown:
+        raise ValueError(f"unknown layers {unknown}; valid: {list(D.LAYER_NAMES)}")
+    if not config.seeds or config.steps < 1:
+        raise ValueError(f"need at least one seed and one step, got seeds={config.seeds}, steps={config.steps}")
+    device = choose_device(config.device)
+    train_data = load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
+    test_data = load_set(config.test_set, "test", config.n_test, config.size, config.data_seed)
+    results = Results("forms", dataclasses.asdict(config))
+    rows = []
+    for layer in config.layers:
+        for s in config.seeds:
+            torch.manual_seed(s)
+            model = make_model(config, layer)
+            batches, _ = epoch_batches(train_data, config.batch_size, s)
+            train_cfg = TrainConfig(
+                steps=config.steps, optimizer="adamw", lr=config.lr, schedule="cosine",
+                warmup_steps=config.warmup_steps, grad_clip=config.grad_clip, log_every=max(1, config.steps // 10),
+                device=str(device), seed=s, progress=config.progress)
+            t0 = time.process_time()
+            history = train(model, blank_loss, batches, train_cfg, identity=config_record(config))
+            seconds = (time.process_time() - t0) / config.steps
+            results.histories[f"{layer}/seed{s}"] = history
+            acc = test_time(model, test_data, (config.iterations,))[config.iterations]
+            rows.append({"layer": layer, "seed": s, "cell": acc["cell"], "board": acc["board"],
+                         "parameters": count_parameters(model), "seconds_per_step": seconds})
+    results.tables["runs"] = rows
+    results.tables["summary"] = summarize(rows, config.baseline)
+    for row in results.tables["summary"]:
+        for key in ("cell", "board", "time_ratio"):
+            results.final[f"{row['layer']}/{key}"] = row[key]
+    results.extra.update(device=str(device), steps=config.steps, chance_cell=1 / config.size)
+    return results
+
+
+def summarize(rows: list[dict], baseline: str) -> list[dict]:
+    """One row per layer: mean and spread (population std) of cell/board accuracy over seeds, parameters, and
+    the median time per step over the baseline's median time per step."""
+    layers = list(dict.fromkeys(r["layer"] for r in rows))
+    median_time = {name: statistics.median(r["seconds_per_step"] for r in rows if r["layer"] == name)
+                   for name in layers}
+    out = []
+    for name in layers:
+        mine = [r for r in rows if r["layer"] == name]
+        cell, board = [r["cell"] for r in mine], [r["board"] for r in mine]
+        out.append({"layer": name, "cell": statistics.fmean(cell), "cell_std": statistics.pstdev(cell),
+                    "board": statistics.fmean(board), "board_std": statistics.pstdev(board),
+                    "parameters": mine[0]["parameters"], "time_ratio": median_time[name] / median_time[baseline],
+                    "seeds": len(mine)})
+    return out
