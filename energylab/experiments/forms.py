@@ -8,9 +8,11 @@ seeds. The block is h = x + c; h = h + A(RMSNorm(h)); x' = h + F(RMSNorm(h)): ``
 from autograd. The softmax baseline ``form-mha`` is the Transformer block of the Sudoku chapter.
 
 Measured per (layer, seed): cell and board accuracy on the blanks of held-out boards at the training T, the
-trainable parameters and the CPU time per step (``time.process_time`` around training: one thread, so it is
-the work itself, not the machine's load). ``tables["summary"]`` has one row per layer: seed-mean and spread of
-the accuracies, parameters, and the time per step as a ratio to the baseline's (medians over seeds, same run).
+trainable parameters and the CPU time per training step. ``tables["summary"]`` has one row per layer: seed-mean
+and spread of the accuracies, parameters, and the time per step as a ratio to the baseline's. That ratio comes
+from :func:`time_per_step`, which times a few steps of every layer in turn, round after round, on one batch: the
+per-run times of a long sequential run drift with the machine's load (measured: the baseline, timed first on a
+busy machine, came out 7-10x slower than later layers), interleaving removes the drift.
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class Config:
     warmup_steps: int = 30  # linear warm-up: 10% of the steps
     grad_clip: float | None = 1.0  # max gradient norm, as in the Sudoku experiment
     seeds: tuple[int, ...] = (0, 1, 2)  # 3 seeds per form (model init and batch order)
+    timing_steps: int = 5  # training steps per layer and round of the interleaved timing (3 rounds, median)
     data_seed: int = 0  # seed of the generated boards
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
@@ -66,7 +69,8 @@ PROFILES = {
                    steps=5600, batch_size=64, lr=1e-3, warmup_steps=200),
 }
 COST = {
-    "quick": "about 6 min on one CPU thread (11 forms x 3 seeds x 300 steps at d = 32; measured, see the report)",
+    "quick": "about 10-30 min of CPU (11 forms x 3 seeds x 300 steps at d = 32; measured 31 min CPU, 55 min wall "
+             "on a shared 2-core machine without a thread pin, where much of it was spinning threads)",
     "medium": "about 1.5 h on one CPU thread (11 forms x 3 seeds x 1,170 steps at d = 64; estimate from the "
               "Sudoku quick run, derived-cauchy is 3x slower than the baseline)",
     "full": "estimated 1-3 h on one GPU (11 forms x 3 seeds x 5,600 steps on 6x6 boards at d = 128; not timed)",
@@ -112,8 +116,9 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             acc = test_time(model, test_data, (config.iterations,))[config.iterations]
             rows.append({"layer": layer, "seed": s, "cell": acc["cell"], "board": acc["board"],
                          "parameters": count_parameters(model), "seconds_per_step": seconds})
+    timing = time_per_step(config, train_data)
     results.tables["runs"] = rows
-    results.tables["summary"] = summarize(rows, config.baseline)
+    results.tables["summary"] = summarize(rows, config.baseline, timing)
     for row in results.tables["summary"]:
         for key in ("cell", "board", "time_ratio"):
             results.final[f"{row['layer']}/{key}"] = row[key]
@@ -121,12 +126,42 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     return results
 
 
-def summarize(rows: list[dict], baseline: str) -> list[dict]:
+def time_per_step(config: Config, data, rounds: int = 3) -> dict[str, float]:
+    """CPU seconds per training step of every layer: ``config.timing_steps`` AdamW steps on one batch per layer and
+    round, layers in turn, ``rounds`` rounds (after one warm-up step each); the median over rounds."""
+    batch = epoch_batches(data, config.batch_size, 0)[0](0)
+    runs = {}
+    for name in config.layers:
+        torch.manual_seed(0)
+        model = make_model(config, name)
+        runs[name] = (model, torch.optim.AdamW(model.parameters(), lr=config.lr))
+
+    def steps(name: str, n: int) -> None:
+        model, opt = runs[name]
+        for _ in range(n):
+            loss, _ = blank_loss(model, batch)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    times = {name: [] for name in config.layers}
+    for name in config.layers:
+        steps(name, 1)
+    for _ in range(rounds):
+        for name in config.layers:
+            t0 = time.process_time()
+            steps(name, config.timing_steps)
+            times[name].append((time.process_time() - t0) / config.timing_steps)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def summarize(rows: list[dict], baseline: str, timing: dict[str, float] | None = None) -> list[dict]:
     """One row per layer: mean and spread (population std) of cell/board accuracy over seeds, parameters, and
-    the median time per step over the baseline's median time per step."""
+    the time per step over the baseline's: from ``timing`` (:func:`time_per_step`) when given, else the median
+    of the runs' own times."""
     layers = list(dict.fromkeys(r["layer"] for r in rows))
-    median_time = {name: statistics.median(r["seconds_per_step"] for r in rows if r["layer"] == name)
-                   for name in layers}
+    median_time = timing or {name: statistics.median(r["seconds_per_step"] for r in rows if r["layer"] == name)
+                             for name in layers}
     out = []
     for name in layers:
         mine = [r for r in rows if r["layer"] == name]
