@@ -229,3 +229,14 @@ def layers_markdown(rows: list[dict]) -> str:
               "parameters": f"{r['parameters']:,}"} for r in rows]
     return markdown_table(cells, {"layer": "layer", "parameters": "parameters", "causal": "causal",
                                   "form": "catalog form it implements, and how"})
+
+
+def forms_markdown(summary: list[dict]) -> str:
+    """The table of :mod:`energylab.experiments.forms` (its ``tables["summary"]``): every trainable form under one
+    budget, best board accuracy first; accuracies as mean ± spread over seeds, time per step as a ratio."""
+    ordered = sorted(summary, key=lambda r: (-r["board"], r["layer"]))
+    cells = [{"layer": f"`{r['layer']}`", "board": f"{r['board']:.3f} ± {r['board_std']:.3f}",
+              "cell": f"{r['cell']:.3f} ± {r['cell_std']:.3f}", "parameters": f"{r['parameters']:,}",
+              "time": f"{r['time_ratio']:.2f}"} for r in ordered]
+    return markdown_table(cells, {"layer": "looped block", "board": "boards solved", "cell": "blank cells right",
+                                  "parameters": "parameters", "time": "time per step / softmax block"})

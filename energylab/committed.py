@@ -63,7 +63,8 @@ def _cpu_model() -> str:
 
 
 def source_commit(repo: str | None = None) -> dict[str, Any]:
-    """{"commit": HEAD's hash or None outside git, "dirty": uncommitted changes to tracked code (results/ aside)}."""
+    """{"commit": HEAD's hash or None outside git, "dirty": uncommitted changes to the code a run executes (the
+    energylab package and the pinned environment; notebooks and pages being edited meanwhile do not count)}."""
     repo = repo or os.path.dirname(ROOT)
 
     def git(*args):
@@ -71,7 +72,8 @@ def source_commit(repo: str | None = None) -> dict[str, Any]:
 
     try:
         head = git("rev-parse", "HEAD")
-        status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+        status = git("status", "--porcelain", "--untracked-files=no", "--", "energylab", "requirements.txt",
+                     "pyproject.toml")
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     if head.returncode:

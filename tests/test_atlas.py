@@ -194,3 +194,19 @@ def test_atlas_rows_use_several_heads_for_every_multi_head_form(rows):
         form = catalog.FORMS[row["name"]]
         _, params = form.sample(7, row["dim"], generator=torch.Generator().manual_seed(0))
         assert (_heads_of(params) >= 2) == (row["name"] in names), row["name"]
+
+
+def test_forms_table_and_figure_order_and_format():
+    from energylab.viz.atlas import forms_figure
+
+    summary = [{"layer": "form-mha", "board": 0.5, "board_std": 0.05, "cell": 0.9, "cell_std": 0.01,
+                "parameters": 20000, "time_ratio": 1.0, "seeds": 3},
+               {"layer": "derived-cauchy", "board": 0.625, "board_std": 0.0, "cell": 0.93, "cell_std": 0.002,
+                "parameters": 15000, "time_ratio": 3.04, "seeds": 3}]
+    lines = atlas.forms_markdown(summary).splitlines()
+    assert lines[2] == "| `derived-cauchy` | 0.625 ± 0.000 | 0.930 ± 0.002 | 15,000 | 3.04 |"
+    assert lines[3] == "| `form-mha` | 0.500 ± 0.050 | 0.900 ± 0.010 | 20,000 | 1.00 |"
+    fig = forms_figure(summary)
+    assert list(fig.data[0].x) == [1.0, 3.04] and list(fig.data[0].error_y.array) == [0.05, 0.0]
+    with pytest.raises(ValueError, match="at least one row"):
+        forms_figure([])

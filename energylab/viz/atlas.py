@@ -45,3 +45,22 @@ def verify_errors_figure(names: Sequence[str], errors: Sequence[float], kinds: S
                       margin={"l": 60, "r": 20, "t": 80, "b": 140}, barmode="overlay")
     fig.update_yaxes(type="log", range=[-13, 0], exponentformat="power")
     return fig
+
+
+def forms_figure(summary: Sequence[dict], title: str = "") -> go.Figure:
+    """Board accuracy (mean ± spread over seeds) against time per step relative to the softmax block, one point per
+    looped block of :mod:`energylab.experiments.forms`; the marker area grows with the parameter count."""
+    if not summary:
+        raise ValueError("summary must hold at least one row")
+    largest = max(r["parameters"] for r in summary)
+    fig = go.Figure(go.Scatter(
+        x=[r["time_ratio"] for r in summary], y=[r["board"] for r in summary], mode="markers+text",
+        text=[r["layer"] for r in summary], textposition="top center",
+        error_y={"type": "data", "array": [r["board_std"] for r in summary], "visible": True},
+        marker={"size": [8 + 16 * (r["parameters"] / largest) ** 0.5 for r in summary], "color": PALETTE[0]},
+        customdata=[[r["cell"], r["parameters"]] for r in summary],
+        hovertemplate="%{text}<br>boards %{y:.3f}, cells %{customdata[0]:.3f}<br>time ratio %{x:.2f}"
+                      "<br>%{customdata[1]:,} parameters<extra></extra>"))
+    fig.update_layout(title=title, xaxis_title="time per step / softmax block (same run)",
+                      yaxis_title="boards solved (held out)", height=480, showlegend=False)
+    return fig
