@@ -28,10 +28,11 @@ from energylab._setup import ROUND_OFF_FLOOR
 from energylab.models import count_parameters
 from energylab.sphere import sphere_step, tangent_projection
 
-__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "family_of", "bib_keys", "form_rows", "verify_dim",
+__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "CHAPTERS", "chapter_of", "family_of", "bib_keys",
+           "form_rows", "verify_dim",
            "descent_check", "layer_rows",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
-           "layers_markdown"]
+           "layers_markdown", "forms_markdown"]
 
 DIM = 5  # the dimension at which the Atlas verifies single-head forms (a prime: no axis can hide)
 MULTI_HEAD_DIM = 6  # multi-head forms: heads_for(6) = 2 heads of width d_h = 3
@@ -65,6 +66,20 @@ LAYERS: tuple[tuple[type, str, str], ...] = (
 )
 
 
+# family module of energylab.forms -> the chapter notebook that derives its forms (the Atlas links each row there)
+CHAPTERS = {"free_energy": "01_free_energy", "hopfield": "03_hopfield_memories", "newton": "04_newton_attention",
+            "expressive": "05_expressive_attention", "sphere": "06_particles_on_spheres",
+            "local": "07_attractor_networks", "hyperspherical": "08_hyperset", "recurrent": "09_jacobians"}
+
+
+def chapter_of(name: str) -> str:
+    """The notebook (``NN_slug``) of the chapter that derives form ``name``: its family module's chapter."""
+    module = _form(name).energy.__module__.rsplit(".", 1)[-1]
+    if module not in CHAPTERS:
+        raise ValueError(f"form {name!r} comes from energylab.forms.{module}, which has no chapter in CHAPTERS")
+    return CHAPTERS[module]
+
+
 def _form(name: str) -> catalog.AttentionForm:
     if name not in catalog.FORMS:
         raise ValueError(f"name must be one of {sorted(catalog.FORMS)}, got {name!r}")
@@ -94,8 +109,8 @@ def form_rows(names=None, trials: int = 3, seed: int = 0) -> list[dict]:
     """One row per form (all of FORMS by default), in registration order, with ``catalog.verify``'s error.
 
     Each form gets its own generator seeded with ``seed``, so a row does not depend on which rows come before.
-    Keys: name, paper, family, kind, energy, update (LaTeX), note, dim (:func:`verify_dim`), error, error_kind
-    ("relative" | "order").
+    Keys: name, paper, family, kind, energy, update (LaTeX), note, dim (:func:`verify_dim`), chapter
+    (:func:`chapter_of`), error, error_kind ("relative" | "order").
     """
     names = list(catalog.FORMS) if names is None else list(names)
     rows = []
@@ -104,7 +119,7 @@ def form_rows(names=None, trials: int = 3, seed: int = 0) -> list[dict]:
         rows.append({
             "name": name, "paper": form.paper, "family": family_of(name), "kind": form.kind,
             "energy": form.equation.energy, "update": form.equation.update, "note": form.note,
-            "dim": verify_dim(name),
+            "dim": verify_dim(name), "chapter": chapter_of(name),
             "error": catalog.verify(name, trials=trials, generator=_generator(seed), dim=verify_dim(name)),
             "error_kind": "order" if form.kind == "approx" else "relative",
         })
@@ -216,10 +231,15 @@ def equations_markdown(rows: list[dict]) -> str:
 
 
 def checks_markdown(rows: list[dict], cite: bool = True) -> str:
-    """Second half: form, paper (a MyST ``{cite:t}`` role when ``cite``), verify error, and the form's note."""
-    cells = [{"form": f"`{r['name']}`", "paper": _cite(r["paper"], cite), "error": error_text(r),
-              "note": text_cell(r["note"])} for r in rows]
-    return markdown_table(cells, {"form": "form", "paper": "paper", "error": "verify error",
+    """Second half: form, paper (a MyST ``{cite:t}`` role when ``cite``), the chapter that derives it (a link to
+    the notebook beside the Atlas when ``cite``), verify error, and the form's note."""
+    def chapter(r):
+        number = str(int(r["chapter"][:2]))
+        return f"[{number}]({r['chapter']}.ipynb)" if cite else number
+
+    cells = [{"form": f"`{r['name']}`", "paper": _cite(r["paper"], cite), "chapter": chapter(r),
+              "error": error_text(r), "note": text_cell(r["note"])} for r in rows]
+    return markdown_table(cells, {"form": "form", "paper": "paper", "chapter": "ch.", "error": "verify error",
                                   "note": "what is exact, identified or approximated"})
 
 

@@ -210,3 +210,17 @@ def test_forms_table_and_figure_order_and_format():
     assert list(fig.data[0].x) == [1.0, 3.04] and list(fig.data[0].error_y.array) == [0.05, 0.0]
     with pytest.raises(ValueError, match="at least one row"):
         forms_figure([])
+
+
+def test_every_form_links_the_chapter_that_derives_it():
+    import pathlib
+
+    notebooks = pathlib.Path(atlas.__file__).resolve().parents[1] / "notebooks"
+    for name in catalog.FORMS:
+        assert (notebooks / f"{atlas.chapter_of(name)}.ipynb").exists(), name
+    assert atlas.chapter_of("att2nd") == "04_newton_attention"
+    assert atlas.chapter_of("hyperset_attention") == "08_hyperset"
+    assert atlas.chapter_of("generalised_symmetric_sa") == "09_jacobians"
+    rows = atlas.form_rows(["expressive_attention"], trials=1)
+    assert "| [5](05_expressive_attention.ipynb) |" in atlas.checks_markdown(rows)
+    assert "| 5 |" in atlas.checks_markdown(rows, cite=False)
