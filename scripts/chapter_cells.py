@@ -28,6 +28,9 @@ TRAINED = {
     "04_newton_attention.ipynb": ("lis",),
     "05_expressive_attention.ipynb": ("nt",),
     "07_attractor_networks.ipynb": ("attractor",),
+    "08_hyperset.ipynb": ("hyperset", "sudoku"),
+    "09_jacobians.ipynb": ("recurrent",),
+    "10_design_your_own.ipynb": ("forms",),
 }
 
 
