@@ -81,3 +81,18 @@ def test_summarize_means_spreads_and_ratios():
 def test_bench_row_compares_autograd_with_the_closed_form():
     row = bench.compare("cauchy", batch=2, tokens=4, dim=8, heads=2, repeats=1)
     assert row["forward_ratio"] > 0 and row["train_ratio"] > 0 and row["closed_train_s"] > 0
+
+
+def test_committed_quick_run_that_the_atlas_shows():
+    """results/forms/quick.json (Atlas §A.5): every block, 3 seeds, the baseline's ratio 1, and the ranking the
+    Atlas's table prints: softmax MHA and expressive attention lead, the energy feedforwards next."""
+    from energylab.committed import load_committed
+
+    res, prov = load_committed("forms", "quick")
+    summary = {r["layer"]: r for r in res.tables["summary"]}
+    assert set(summary) == set(res.config["layers"]) and len(summary) == 11
+    assert all(r["seeds"] == 3 for r in summary.values()) and summary["form-mha"]["time_ratio"] == 1.0
+    ranked = sorted(summary, key=lambda k: -summary[k]["board"])
+    assert ranked[:2] == ["form-mha", "form-ea"] and set(ranked[2:4]) == {"form-softmax_ff", "form-relu_ff"}
+    assert round(summary["form-mha"]["board"], 3) == 0.714 and summary["form-kernel_linear"]["board"] == 0.0
+    assert prov["commit"] and not prov["dirty"] and prov["machine"]["torch_threads"] == 1

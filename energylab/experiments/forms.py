@@ -69,8 +69,8 @@ PROFILES = {
                    steps=5600, batch_size=64, lr=1e-3, warmup_steps=200),
 }
 COST = {
-    "quick": "about 10-30 min of CPU (11 forms x 3 seeds x 300 steps at d = 32; measured 31 min CPU, 55 min wall "
-             "on a shared 2-core machine without a thread pin, where much of it was spinning threads)",
+    "quick": "7.4 min on one CPU thread (measured: 407 s of CPU, 11 forms x 3 seeds x 300 steps at d = 32; "
+             "committed as results/forms/quick.json)",
     "medium": "about 1.5 h on one CPU thread (11 forms x 3 seeds x 1,170 steps at d = 64; estimate from the "
               "Sudoku quick run, derived-cauchy is 3x slower than the baseline)",
     "full": "estimated 1-3 h on one GPU (11 forms x 3 seeds x 5,600 steps on 6x6 boards at d = 128; not timed)",
