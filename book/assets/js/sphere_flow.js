@@ -108,8 +108,8 @@
   }
 
   const CONTROLS = [  // name, label, [min, max, step] or options, default
-    ["n", "tokens n", [8, 256, 8], 64], ["beta", "β", [0, 9, 0.5], 1], ["step", "step h", [0.02, 0.5, 0.02], 0.1],
-    ["steps", "steps", [20, 400, 20], 200], ["seed", "seed", [0, 20, 1], 0],
+    ["n", "tokens n", [8, 256, 8], 48], ["beta", "β", [0, 9, 0.5], 1], ["step", "step h", [0.02, 0.5, 0.02], 0.1],
+    ["steps", "steps", [20, 400, 20], 150], ["seed", "seed", [0, 20, 1], 0],
     ["preset", "weights", ["identity", "symmetric", "random", "antisymmetric"], "identity"],
     ["heads", "heads", ["1", "3"], "1"], ["flow", "flow", ["SA", "USA"], "SA"]];
 
