@@ -89,11 +89,6 @@ def link_from_every_page(site: pathlib.Path) -> int:
     return changed
 
 
-def pdf_pages(path: pathlib.Path) -> int:
-    """Pages of a PDF Chromium printed (its page objects), without a PDF library."""
-    return len(re.findall(rb"/Type\s*/Page[^s]", path.read_bytes()))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args(argv)
@@ -108,7 +103,7 @@ def main(argv=None) -> int:
         print(f"[pdf]   - {p}")
     pages = link_from_every_page(site)
     size = out.stat().st_size / 1e6 if out.exists() else 0
-    print(f"[pdf] {out.relative_to(ROOT)}: {pdf_pages(out) if out.exists() else 0} pages, {size:.1f} MB, "
+    print(f"[pdf] {out.relative_to(ROOT)}: {smoke_site.pdf_pages(out) if out.exists() else 0} pages, {size:.1f} MB, "
           f"{time.perf_counter() - t0:.0f} s; linked from {pages} pages", flush=True)
     return 1 if problems or not out.exists() else 0
 

@@ -370,6 +370,11 @@ def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> None:
     cdp.send("IO.close", session, handle=reply["stream"])
 
 
+def pdf_pages(path: pathlib.Path) -> int:
+    """Pages of a PDF Chromium printed (its page objects), without a PDF library."""
+    return len(re.findall(rb"/Type\s*/Page[^s]", path.read_bytes()))
+
+
 def check_book_pdf(site: pathlib.Path, min_pages: int = 20) -> list[str]:
     """Every page with a download menu links the whole-book PDF, which exists and is a PDF of >= min_pages."""
     pdf = site / "energylab.pdf"
@@ -377,7 +382,7 @@ def check_book_pdf(site: pathlib.Path, min_pages: int = 20) -> list[str]:
     if not pdf.exists() or not pdf.read_bytes().startswith(b"%PDF-"):
         problems.append("energylab.pdf is missing or not a PDF (scripts/build_pdf.py makes it)")
     else:
-        pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf.read_bytes()))
+        pages = pdf_pages(pdf)
         if pages < min_pages:
             problems.append(f"energylab.pdf has {pages} pages, expected at least {min_pages}")
     for html_file in sorted(site.rglob("*.html")):
