@@ -89,14 +89,16 @@ class CDP:
                 self._attached.append(msg["params"]["sessionId"])
         return msg
 
-    def send(self, method: str, session: str | None = None, **params):
+    def send(self, method: str, session: str | None = None, wait: float = 60, **params):
+        """Send a command and return its result, waiting up to ``wait`` seconds for the reply (printing a
+        170-page book on a loaded machine takes minutes)."""
         self.next_id += 1
         msg_id = self.next_id
         msg = {"id": msg_id, "method": method, "params": params}
         if session:
             msg["sessionId"] = session
         self.ws.send(json.dumps(msg))
-        deadline = time.time() + 60
+        deadline = time.time() + wait
         while msg_id not in self.replies:
             try:
                 self._receive()
@@ -356,14 +358,17 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
     return problems
 
 
+PDF_WAIT = 900  # seconds for Chromium to lay out and print the single-page book (about 200 s on two busy cores)
+
+
 def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> None:
     """Print the page in ``session`` (A4, backgrounds, the page's print CSS) to ``path``, streamed in chunks."""
-    reply = cdp.send("Page.printToPDF", session, paperWidth=8.27, paperHeight=11.69, printBackground=True,
-                     marginTop=0.5, marginBottom=0.5, marginLeft=0.5, marginRight=0.5,
+    reply = cdp.send("Page.printToPDF", session, wait=PDF_WAIT, paperWidth=8.27, paperHeight=11.69,
+                     printBackground=True, marginTop=0.5, marginBottom=0.5, marginLeft=0.5, marginRight=0.5,
                      transferMode="ReturnAsStream")
     with open(path, "wb") as f:
         while True:
-            chunk = cdp.send("IO.read", session, handle=reply["stream"], size=1 << 20)
+            chunk = cdp.send("IO.read", session, wait=PDF_WAIT, handle=reply["stream"], size=1 << 20)
             f.write(base64.b64decode(chunk["data"]) if chunk.get("base64Encoded") else chunk["data"].encode())
             if chunk.get("eof"):
                 break
