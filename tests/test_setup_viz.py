@@ -72,3 +72,12 @@ def test_book_renderer_keeps_animation_frames():
     bundle = viz.BookRenderer().to_mimebundle(fig.to_dict())
     assert len(bundle["application/vnd.plotly.v1+json"]["frames"]) == 1
     assert "frames" not in viz.BookRenderer().to_mimebundle(go.Figure().to_dict())["application/vnd.plotly.v1+json"]
+
+
+def test_bar_figure_groups_one_series_per_entry():
+    from energylab.viz import bar_figure
+
+    fig = bar_figure(["a", "b", "c"], {"at T": [0.5, 0.25, 1], "at 2T": [0.1, 0.2, 0.3]}, "title", "accuracy")
+    assert fig.layout.barmode == "group" and [t.name for t in fig.data] == ["at T", "at 2T"]
+    assert list(fig.data[0].x) == ["a", "b", "c"] and list(fig.data[1].y) == [0.1, 0.2, 0.3]
+    assert fig.data[0].marker.color != fig.data[1].marker.color

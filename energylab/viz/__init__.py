@@ -92,6 +92,17 @@ def line_figure(x, ys: dict, title: str, xaxis: str, yaxis: str, log_y: bool = F
     return fig
 
 
+def bar_figure(categories, bars: dict, title: str, yaxis: str) -> go.Figure:
+    """Grouped bars: one group per category, one named bar series per entry of ``bars`` (a value per category)."""
+    fig = go.Figure()
+    for k, (name, y) in enumerate(bars.items()):
+        fig.add_trace(go.Bar(x=[str(c) for c in categories], y=[float(v) for v in y], name=name,
+                             marker_color=PALETTE[k % len(PALETTE)]))
+    fig.update_layout(title=title, yaxis_title=yaxis, barmode="group", height=380,
+                      margin={"l": 60, "r": 20, "t": 50, "b": 90})
+    return fig
+
+
 def live_figure(draw, **controls):
     """ipywidgets controls that redraw a plotly figure whenever one of them changes (needs a kernel).
 
