@@ -1,4 +1,5 @@
-"""Every claim chapter 5 (section 5.6) makes about the committed medium run, read from results/nt/medium.json."""
+"""Every claim chapter 5 makes about its committed medium runs: section 5.6 (results/nt/medium.json) and section 5.7
+(results/nt/medium-n16t2.json)."""
 import pytest
 import torch
 
@@ -68,3 +69,49 @@ def test_attention_ranges_agree_with_the_papers_figure_4(medium):
         row = torch.tensor(medium[0].extra["attention"][f"N2T5-16/{a}"])[-1].clamp_min(1e-12).log10()
         ranges[a] = float(row.max() - row.min())
     assert ranges["EA"] == pytest.approx(1.51, abs=0.01) and ranges["DPA"] == pytest.approx(1.00, abs=0.01)
+
+
+@pytest.fixture(scope="module")
+def n16t2():
+    return load_committed("nt", "medium-n16t2")
+
+
+def _mean_at(results, task, attention):
+    hs = [h for label, h in results.histories.items() if label.startswith(f"{task}/{attention}/")]
+    return dict(zip(hs[0].steps["eval/acc"], torch.tensor([h.curves["eval/acc"] for h in hs]).mean(0).tolist()))
+
+
+def test_the_n16t2_file_is_its_profile(n16t2):
+    results, provenance = n16t2
+    assert [r["name"] for r in results.config["runs"]] == ["N16T2-16", "N16T2-32", "N16T2-56"]
+    rows = _final(results)
+    assert [(rows[f"{t}/EA"]["seeds"], rows[f"{t}/EA"]["epochs"]) for t in ("N16T2-16", "N16T2-32", "N16T2-56")] == [
+        (8, 2000), (8, 1000), (8, 300)]
+    assert not provenance["dirty"] and provenance["seconds"] < 20 * 60
+
+
+def test_n16t2_56_both_solve_it_in_about_200_epochs(n16t2):
+    results = n16t2[0]
+    rows = _final(results)
+    assert rows["N16T2-56/DPA"]["acc_mean"] == pytest.approx(0.9994, abs=5e-5) and rows["N16T2-56/EA"]["acc_mean"] == 1
+    assert (rows["N16T2-56/DPA"]["solved"], rows["N16T2-56/EA"]["solved"]) == (6, 8)
+    dpa, ea = _mean_at(results, "N16T2-56", "DPA"), _mean_at(results, "N16T2-56", "EA")
+    assert (round(dpa[100], 3), round(ea[100], 3)) == (0.856, 0.955)
+    assert (round(dpa[200], 3), round(ea[200], 3)) == (0.992, 0.999)
+
+
+def test_n16t2_32_has_no_plateau_and_dpa_leads(n16t2):
+    results = n16t2[0]
+    rows = _final(results)
+    assert round(rows["N16T2-32/DPA"]["acc_mean"], 3) == 0.649 and round(rows["N16T2-32/EA"]["acc_mean"], 3) == 0.61
+    assert round(rows["N16T2-32/DPA"]["acc_min"], 3) == 0.624 and round(rows["N16T2-32/EA"]["acc_max"], 3) == 0.624
+    dpa, ea = _mean_at(results, "N16T2-32", "DPA"), _mean_at(results, "N16T2-32", "EA")
+    assert (round(dpa[500], 3), round(ea[500], 3)) == (0.548, 0.535)
+    assert dpa[1000] - dpa[500] >= 0.05 and ea[1000] - ea[500] >= 0.05
+
+
+def test_n16t2_16_is_solved_by_neither(n16t2):
+    rows = _final(n16t2[0])
+    assert rows["N16T2-16/DPA"]["solved"] == rows["N16T2-16/EA"]["solved"] == 0
+    assert round(rows["N16T2-16/DPA"]["acc_mean"], 3) == 0.508 and round(rows["N16T2-16/EA"]["acc_mean"], 3) == 0.464
+    assert rows["N16T2-16/EA"]["acc_max"] < 0.5
