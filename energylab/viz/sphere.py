@@ -87,7 +87,9 @@ def sphere_figure(x: torch.Tensor, times: torch.Tensor | None = None, *, trail: 
     frames = []
     for f, tf in enumerate(frame_times):
         p, g = _frame_traces(y, f, trail, stride)
-        frames.append(go.Frame(name=str(f), traces=[1, 2], data=[go.Scatter3d(**g), go.Scatter3d(**p)]))
+        # plain dicts: the figure validates each frame once (go.Frame objects would be validated, then deep-copied)
+        frames.append({"name": str(f), "traces": [1, 2],
+                       "data": [{"type": "scatter3d", **g}, {"type": "scatter3d", **p}]})
     play = {"frame": {"duration": frame_ms, "redraw": True}, "fromcurrent": True, "transition": {"duration": 0}}
     stop = {"frame": {"duration": 0, "redraw": False}, "mode": "immediate", "transition": {"duration": 0}}
     slider_steps = [{"method": "animate", "label": f"{tf:.3g}",
@@ -112,6 +114,16 @@ def figure_bytes(fig: go.Figure) -> int:
     return len(fig.to_html(include_plotlyjs=False, include_mathjax=False, full_html=False).encode())
 
 
+def explorer_figure(params: dict, simulate=None, max_frames: int = 100) -> go.Figure:
+    """What one click of :func:`sphere_explorer` computes: ``simulate(**params)`` (default
+    ``energylab.flows.simulate_preset``), drawn by :func:`sphere_figure` with at most ``max_frames`` frames."""
+    if simulate is None:
+        from energylab.flows import simulate_preset as simulate
+    traj = simulate(**params)
+    return sphere_figure(traj.x[:, 0], traj.times, max_frames=max_frames,
+                         title=f"{params['preset']}, β = {params['beta']:.3g}")
+
+
 def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     """Live controls (n, beta, preset, heads, step, steps, SA/USA, causal, seed) that re-simulate on click.
 
@@ -123,9 +135,7 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     import ipywidgets as widgets
     from IPython.display import display
 
-    from energylab.flows import PRESETS, simulate_preset
-
-    simulate = simulate_preset if simulate is None else simulate
+    from energylab.flows import PRESETS
     style = {"description_width": "70px"}
     controls = {
         "n": widgets.IntSlider(value=64, min=4, max=256, step=4, description="tokens n", style=style),
@@ -143,10 +153,7 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     out = widgets.Output()
 
     def redraw(_=None):
-        params = {k: w.value for k, w in controls.items()}
-        traj = simulate(**params)
-        fig = sphere_figure(traj.x[:, 0], traj.times, max_frames=max_frames,
-                            title=f"{params['preset']}, β = {params['beta']:.3g}")
+        fig = explorer_figure({k: w.value for k, w in controls.items()}, simulate, max_frames)
         out.clear_output(wait=True)
         with out:
             display(fig)
@@ -159,4 +166,4 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     return box
 
 
-__all__ = ["sphere_figure", "figure_bytes", "sphere_explorer"]
+__all__ = ["sphere_figure", "figure_bytes", "explorer_figure", "sphere_explorer"]
