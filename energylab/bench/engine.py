@@ -13,11 +13,11 @@ Rows (all ratios of CPU times measured in the same run on the same tiny NT model
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import replace
 
 import torch
 
+from energylab.bench import cpu_times
 from energylab.ensemble import train_ensemble
 from energylab.models.nt import NTModel, NTModelConfig, accuracy, squared_error
 from energylab.tasks import nt
@@ -40,25 +40,8 @@ def _setup(steps: int):
 
 
 def _interleaved(fns: dict, repeats: int) -> dict:
-    """Median CPU time of each function, alternating calls.
-
-    Everything here runs on one thread, so the process's CPU time (``time.process_time``) measures the work
-    itself; wall time on a shared machine swings by 2x with other processes' load, which buries a 10% effect.
-    """
-    return {name: statistics.median(ts) for name, ts in _paired_times(fns, repeats).items()}
-
-
-def _paired_times(fns: dict, repeats: int) -> dict[str, list[float]]:
-    """CPU seconds of each function in each of ``repeats`` rounds (one call of each per round, after a warm-up)."""
-    for fn in fns.values():
-        fn()  # warm-up (imports, allocator)
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.process_time()
-            fn()
-            times[name].append(time.process_time() - t0)
-    return times
+    """Median CPU time of each function, alternating calls (:func:`energylab.bench.cpu_times`)."""
+    return {name: statistics.median(ts) for name, ts in cpu_times(fns, repeats).items()}
 
 
 def run(quick: bool) -> list[dict]:
@@ -93,7 +76,7 @@ def run(quick: bool) -> list[dict]:
             train_ensemble(lambda seed: NTModel(cfg), loss_fn, lambda step, s: data[(step + s) % steps],
                            train_cfg, list(range(S)), vmapped=True)
 
-        t = _paired_times({"sequential": sequential, "ensemble": ensemble}, repeats)
+        t = cpu_times({"sequential": sequential, "ensemble": ensemble}, repeats)
         ratios = [a / b for a, b in zip(t["sequential"], t["ensemble"])]  # one speed-up per round
         rows.append({"case": "ensemble_speedup", "model": f"NT N2T5 N_con=16 ({label})", "steps": steps,
                      "ratio": statistics.median(ratios), "target": f">= 3 (S={S}) in every round",

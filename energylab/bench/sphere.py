@@ -19,6 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from energylab.bench import cpu_times
 from energylab.flows import FlowConfig, preset_weights, simulate, simulate_preset
 from energylab.sphere import random_tokens
 from energylab.viz.sphere import explorer_figure, figure_bytes, sphere_figure
@@ -27,14 +28,7 @@ TARGET_S = 0.5  # issue 19: SA, 1,024 tokens, 1,000 Euler steps, one core
 REDRAW_TARGET_S = 1.0  # issue 19: the chapter's live explorer redraws within 1 s at 256 tokens
 
 
-def _cpu_seconds(fns: dict, repeats: int) -> dict:
-    """Median CPU seconds of each function, the functions called in alternation ``repeats`` times."""
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.process_time()
-            fn()
-            times[name].append(time.process_time() - t0)
+def _median(times: dict[str, list[float]]) -> dict[str, float]:
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -63,8 +57,9 @@ def run(quick: bool) -> list[dict]:
 
         ends = {"float64": simulate(x64, w64, cfg).x[-1], "float32": simulate(x32, w32, cfg).x[-1],
                 "float32 fused": simulate(x32, w32, fused).x[-1]}
-        t = _cpu_seconds({"float64": lambda: simulate(x64, w64, cfg), "float32": lambda: simulate(x32, w32, cfg),
-                          "float32 fused": lambda: simulate(x32, w32, fused), "bare attention": bare}, repeats)
+        t = _median(cpu_times({"float64": lambda: simulate(x64, w64, cfg), "float32": lambda: simulate(x32, w32, cfg),
+                               "float32 fused": lambda: simulate(x32, w32, fused), "bare attention": bare}, repeats,
+                              warmup=False))  # warm: the ends above ran each once
         for way, seconds in t.items():
             err = float((ends[way].double() - ends["float64"]).abs().max()) if way in ends else None
             rows.append({"case": f"{name} Euler, n={n}, d=3, {steps} steps", "way": way, "cpu_seconds": seconds,
@@ -74,7 +69,7 @@ def run(quick: bool) -> list[dict]:
     for explorer_steps in (200, 1000):  # the explorer's default and its largest number of steps
         params = {"n": 256, "beta": 1.0, "preset": "identity", "heads": 1, "step": 0.1, "steps": explorer_steps,
                   "normalized": True, "causal": False, "seed": 0}
-        t = _cpu_seconds({"redraw": lambda: explorer_figure(params).to_json()}, repeats)["redraw"]
+        t = _median(cpu_times({"redraw": lambda: explorer_figure(params).to_json()}, repeats))["redraw"]
         rows.append({"case": f"explorer redraw, 256 tokens, {explorer_steps} steps, 100 frames",
                      "way": "simulate + figure + JSON", "cpu_seconds": t, "ratio_to_float64": None,
                      "max_abs_error": None, "compile_seconds": None, "target_s": REDRAW_TARGET_S})
