@@ -45,6 +45,7 @@ def _interleaved(fns: dict, repeats: int) -> dict:
 
 
 def run(quick: bool) -> list[dict]:
+    torch.set_num_threads(1)  # CPU time measures the work only on one thread (idle threads spin and are counted)
     steps, repeats = (20, 3) if quick else (100, 5)
     config, data, loss_fn, train_cfg = _setup(steps)
 
