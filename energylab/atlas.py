@@ -11,6 +11,9 @@ chapter of the book cannot drift from the library: a new form shows up in the ta
   :func:`energylab.sphere.sphere_step` for on-sphere forms), with the first-order prediction η⟨∇E, update⟩.
 - :func:`layer_rows` — which ``nn.Module`` of :mod:`energylab.modules` implements which form, with its number
   of parameters.
+- :func:`layer_costs` — each layer's time and saved-activation memory as ratios to fused SDPA attention, read from
+  the committed benchmark ``results/bench/attention.json`` (``python -m energylab.bench attention --commit``), with
+  where and when it ran; :func:`costs_caption` says so in one line, or that nothing is benchmarked yet.
 - :func:`markdown_table` — a GitHub/MyST markdown table whose LaTeX cells render with MathJax (no ``|`` inside).
 """
 from __future__ import annotations
@@ -22,7 +25,7 @@ import re
 
 import torch
 
-from energylab import catalog, modules
+from energylab import catalog, committed, modules
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
 from energylab.models import count_parameters
@@ -30,7 +33,7 @@ from energylab.sphere import sphere_step, tangent_projection
 
 __all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "CHAPTERS", "chapter_of", "family_of", "bib_keys",
            "form_rows", "verify_dim",
-           "descent_check", "layer_rows",
+           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cost_text", "costs_caption",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown", "forms_markdown"]
 
@@ -185,6 +188,48 @@ def layer_rows(dim: int = 64, heads: int = 4) -> list[dict]:
     return rows
 
 
+NOT_BENCHMARKED = "not benchmarked yet"
+
+
+def layer_costs(root: str | None = None) -> tuple[dict[str, dict[int, dict]], dict | None]:
+    """The committed attention benchmark as ``({layer: {tokens: {"time": t, "memory": m}}}, provenance)``.
+
+    ``t`` is the layer's forward+backward time over the SDPA reference's (median of paired runs), ``m`` the bytes
+    autograd saves over the reference's; both from ``results/bench/attention.json`` (``root`` replaces the
+    repository's results/ folder). A row without both numbers is left out, so its layer reads as not benchmarked.
+    Without the file: ``({}, None)``.
+    """
+    try:
+        results, provenance = committed.load_committed("bench", "attention", root=root)
+    except FileNotFoundError:
+        return {}, None
+    costs: dict[str, dict[int, dict]] = {}
+    for row in results.tables.get("attention", []):
+        if all(isinstance(row.get(k), (int, float)) for k in ("tokens", "time_ratio", "saved_ratio")):
+            costs.setdefault(row["layer"], {})[int(row["tokens"])] = {"time": float(row["time_ratio"]),
+                                                                       "memory": float(row["saved_ratio"])}
+    return costs, provenance
+
+
+def cost_text(costs: dict[str, dict[int, dict]], layer: str) -> str:
+    """One table cell: ``N = 256: 1.30× time, 4.50× memory; N = 1024: ...`` (ratios to SDPA, 2 decimals) or
+    :data:`NOT_BENCHMARKED`."""
+    by_tokens = costs.get(layer)
+    if not by_tokens:
+        return NOT_BENCHMARKED
+    return "; ".join(f"N = {n}: {c['time']:.2f}× time, {c['memory']:.2f}× memory" for n, c in sorted(by_tokens.items()))
+
+
+def costs_caption(provenance: dict | None) -> str:
+    """Where the cost column comes from: the benchmark's command, machine and date, or that there is none yet."""
+    if provenance is None:
+        return ("Cost column: no attention benchmark is committed yet (results/bench/attention.json), so every layer "
+                f"reads '{NOT_BENCHMARKED}'; `python -m energylab.bench attention --commit` measures it.")
+    return (f"Cost column: forward+backward time and saved activations over fused SDPA attention, from "
+            f"results/bench/attention.json ({provenance.get('command', 'python -m energylab.bench attention')}); "
+            f"{committed.describe_provenance(provenance)}.")
+
+
 # ----------------------------------------------------------------------------- markdown
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#])")
 
@@ -243,12 +288,16 @@ def checks_markdown(rows: list[dict], cite: bool = True) -> str:
                                   "note": "what is exact, identified or approximated"})
 
 
-def layers_markdown(rows: list[dict]) -> str:
-    """The table of :func:`layer_rows`."""
+def layers_markdown(rows: list[dict], costs: dict[str, dict[int, dict]] | None = None) -> str:
+    """The table of :func:`layer_rows`; with ``costs`` (from :func:`layer_costs`) a column of each layer's cost
+    relative to SDPA attention, :data:`NOT_BENCHMARKED` where the benchmark has no row for it."""
     cells = [{**r, "layer": f"`{r['layer']}`", "form": f"`{r['form']}`: {text_cell(r['relation'])}",
-              "parameters": f"{r['parameters']:,}"} for r in rows]
-    return markdown_table(cells, {"layer": "layer", "parameters": "parameters", "causal": "causal",
-                                  "form": "catalog form it implements, and how"})
+              "parameters": f"{r['parameters']:,}", "cost": cost_text(costs or {}, r["layer"])} for r in rows]
+    columns = {"layer": "layer", "parameters": "parameters", "causal": "causal",
+               "form": "catalog form it implements, and how"}
+    if costs is not None:
+        columns["cost"] = "cost vs SDPA (time, saved memory)"
+    return markdown_table(cells, columns)
 
 
 def forms_markdown(summary: list[dict]) -> str:

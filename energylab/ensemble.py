@@ -146,14 +146,19 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     params, buffers = stack_module_state(models)  # name -> (S, ...) leaf tensors
     wrapper = _LossModule(copy.deepcopy(models[0]).to("meta"), loss_fn)
     prefixed = {f"model.{k}": v for k, v in params.items()}
-    prefixed_buffers = {f"model.{k}": v for k, v in buffers.items()}
+    shared = _shared_buffers(models, buffers)  # e.g. a causal mask: passed once, not stacked
+    prefixed_buffers = {f"model.{k}": v for k, v in buffers.items() if k not in shared}
+    prefixed_shared = {f"model.{k}": v for k, v in shared.items()}
 
-    def member(p, b, batch):
-        return functional_call(wrapper, (p, b), (batch,), tie_weights=False)
+    def member(p, b, common, batch):
+        return functional_call(wrapper, (p, b, common), (batch,), tie_weights=False)
 
     # vmap only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
     # gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad)
-    forward = vmap(member, in_dims=(0, 0, 0), randomness="different")
+    vmapped_member = vmap(member, in_dims=(0, 0, None, 0), randomness="different")
+
+    def forward(p, b, batch):
+        return vmapped_member(p, b, prefixed_shared, batch)
     optimizer = make_optimizer(list(params.values()), config)
     histories, windows, start = [History() for _ in seeds], [{} for _ in seeds], 0
     ckpt = out_dir is not None and os.path.exists(os.path.join(out_dir, CHECKPOINT))
@@ -218,6 +223,17 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     bar.close()
     _unstack_into(models, params, buffers)
     return Ensemble(seeds, models, histories, vmapped=True)
+
+
+def _shared_buffers(models: list[nn.Module], buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The non-persistent buffers (outside the state dict: masks, caches) that are equal in every member.
+
+    vmap then sees one unbatched tensor instead of S copies, so the kernels that read it (a masked fill by a causal
+    mask) skip the broadcast over members. Persistent buffers (running statistics) stay per member.
+    """
+    model = models[0]
+    transient = set(dict(model.named_buffers())) - set(model.state_dict())
+    return {k: v[0] for k, v in buffers.items() if k in transient and all(torch.equal(v[0], b) for b in v[1:])}
 
 
 def _stack(batches: list):

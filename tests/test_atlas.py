@@ -224,3 +224,74 @@ def test_every_form_links_the_chapter_that_derives_it():
     rows = atlas.form_rows(["expressive_attention"], trials=1)
     assert "| [5](05_expressive_attention.ipynb) |" in atlas.checks_markdown(rows)
     assert "| 5 |" in atlas.checks_markdown(rows, cite=False)
+
+
+# ----------------------------------------------------------------------------- the cost column (issue 19)
+def _bench_file(root, rows):
+    from energylab.committed import commit_results
+    from energylab.results import Results
+
+    record = Results("bench", {"section": "attention", "quick": False}, tables={"attention": rows})
+    return commit_results(record, "bench", "attention", root=str(root), seconds=12.0,
+                          command="python -m energylab.bench attention --commit")
+
+
+def test_layer_costs_read_the_committed_benchmark(tmp_path):
+    rows = [{"layer": "SDPA reference", "tokens": 256, "time_ratio": 1.0, "saved_ratio": 1.0},
+            {"layer": "ExpressiveAttention", "tokens": 1024, "time_ratio": 1.789, "saved_ratio": 14.02},
+            {"layer": "ExpressiveAttention", "tokens": 256, "time_ratio": 1.304, "saved_ratio": 4.5},
+            {"layer": "MHA2nd1st", "tokens": 256, "time_ratio": 2.68},  # no memory: not a usable row
+            {"layer": "SomethingNew", "tokens": 256, "time_ratio": 0.9, "saved_ratio": 1.0}]
+    _bench_file(tmp_path, rows)
+    costs, provenance = atlas.layer_costs(root=str(tmp_path))
+    assert costs["ExpressiveAttention"] == {256: {"time": 1.304, "memory": 4.5},
+                                            1024: {"time": 1.789, "memory": 14.02}}
+    assert "MHA2nd1st" not in costs
+    assert atlas.cost_text(costs, "ExpressiveAttention") == ("N = 256: 1.30× time, 4.50× memory; "
+                                                             "N = 1024: 1.79× time, 14.02× memory")
+    table = atlas.layers_markdown(atlas.layer_rows(dim=16, heads=2), costs)
+    by_layer = {line.split("|")[1].strip(" `"): line for line in table.splitlines()[2:]}
+    assert set(by_layer) == {cls.__name__ for cls, _, _ in atlas.LAYERS}
+    assert "N = 1024: 1.79× time, 14.02× memory" in by_layer["ExpressiveAttention"]
+    for name in by_layer.keys() - {"ExpressiveAttention"}:
+        assert by_layer[name].rstrip(" |").endswith(atlas.NOT_BENCHMARKED), name
+    caption = atlas.costs_caption(provenance)
+    assert provenance["date"][:10] in caption and provenance["machine"]["processor"] in caption
+
+
+def test_layer_costs_without_a_benchmark(tmp_path):
+    costs, provenance = atlas.layer_costs(root=str(tmp_path))
+    assert costs == {} and provenance is None
+    assert "no attention benchmark is committed yet" in atlas.costs_caption(None)
+    table = atlas.layers_markdown(atlas.layer_rows(dim=16, heads=2), costs)
+    assert table.count(atlas.NOT_BENCHMARKED) == len(atlas.LAYERS)
+    assert "cost vs SDPA" not in atlas.layers_markdown(atlas.layer_rows(dim=16, heads=2))  # no costs, no column
+
+
+def test_the_atlas_shows_the_numbers_of_the_committed_file():
+    """The executed chapter's layer table against results/bench/attention.json, read here with json alone."""
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / "11_atlas.ipynb").read_text(encoding="utf-8"))
+    markdown = ["".join(out.get("data", {}).get("text/markdown", "")) for cell in nb["cells"]
+                if cell["cell_type"] == "code" for out in cell.get("outputs", [])]
+    tables = [text for text in markdown if "cost vs SDPA" in text]
+    printed = "".join("".join(out.get("text", "")) for cell in nb["cells"] if cell["cell_type"] == "code"
+                      for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+    assert len(tables) == 1, "the Atlas must show one layer table with the cost column"
+    rows = {line.split("|")[1].strip(" `"): line for line in tables[0].splitlines()[2:]}
+    path = ROOT / "results" / "bench" / "attention.json"
+    if not path.exists():
+        assert all(line.rstrip(" |").endswith(atlas.NOT_BENCHMARKED) for line in rows.values())
+        assert "no attention benchmark is committed yet" in printed
+        return
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["provenance"]["date"][:10] in printed and data["provenance"]["machine"]["processor"] in printed
+    measured = {}
+    for r in data["tables"]["attention"]:
+        if r["layer"] in rows and "time_ratio" in r and "saved_ratio" in r:
+            measured.setdefault(r["layer"], []).append(r)
+            assert f"N = {r['tokens']}: {r['time_ratio']:.2f}× time, {r['saved_ratio']:.2f}× memory" in rows[r["layer"]]
+    for name, line in rows.items():
+        if name not in measured:
+            assert line.rstrip(" |").endswith(atlas.NOT_BENCHMARKED), name

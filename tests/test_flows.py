@@ -252,3 +252,24 @@ def test_sphere_figure_frames_size_and_errors():
         sphere_figure(x5, basis=torch.eye(D, dtype=torch.float64))
     with pytest.raises(ValueError, match="trail"):
         sphere_figure(traj.x[:, 0], trail=-1)
+
+
+def test_explorer_draws_the_validated_figure(monkeypatch):
+    """The live explorer shows sphere_figure's dict unvalidated (fast); validated, it is the same figure."""
+    import plotly.graph_objects as go
+    import plotly.io
+
+    from energylab.flows import simulate_preset
+    from energylab.viz.sphere import explorer_figure, sphere_explorer, sphere_figure
+
+    params = {"n": 12, "beta": 2.0, "preset": "random", "heads": 3, "step": 0.1, "steps": 30, "normalized": True,
+              "causal": False, "seed": 4}
+    d = explorer_figure(params, max_frames=10)
+    traj = simulate_preset(**params)
+    want = sphere_figure(traj.x[:, 0], traj.times, max_frames=10, title="random, β = 2")
+    assert go.Figure(d).to_dict()["frames"] == want.to_dict()["frames"]
+    assert go.Figure(d).to_dict()["data"] == want.to_dict()["data"]
+    shown = []
+    monkeypatch.setattr(plotly.io, "show", lambda fig, validate=True: shown.append((fig, validate)))
+    sphere_explorer(draw=True, max_frames=10)
+    assert len(shown) == 1 and shown[0][1] is False and len(shown[0][0]["frames"]) == 10

@@ -34,6 +34,25 @@ def median_time(fn: Callable[[], object], repeats: int = 10, warmup: int = 2) ->
     return statistics.median(times)
 
 
+def cpu_times(fns: dict[str, Callable[[], object]], repeats: int, warmup: bool = True) -> dict[str, list[float]]:
+    """CPU seconds (``time.process_time``) of each function in each of ``repeats`` rounds, one call of each per
+    round in turn, after one warm-up call of each when ``warmup``.
+
+    Benchmarks run on one thread, so the process's CPU time measures the work itself; wall time on a shared
+    machine swings by 2x with other processes' load, and alternating the functions spreads what is left evenly.
+    """
+    if warmup:
+        for fn in fns.values():
+            fn()  # imports, allocator, compilation
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t0 = time.process_time()
+            fn()
+            times[name].append(time.process_time() - t0)
+    return times
+
+
 def format_table(rows: list[dict]) -> str:
     """Render rows (dicts with the same keys) as a fixed-width text table."""
     if not rows:

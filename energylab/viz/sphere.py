@@ -50,8 +50,20 @@ def sphere_figure(x: torch.Tensor, times: torch.Tensor | None = None, *, trail: 
 
     Frames are subsampled evenly to at most ``max_frames``; each shows the particles (coloured by token index)
     and a fading trail of ``trail`` smaller ghosts at their positions ``stride``, 2 ``stride``, ... frames earlier.
-    A play button and a time slider drive the animation.
+    A play button and a time slider drive the animation. The figure of :func:`sphere_figure_dict`, validated.
     """
+    d = sphere_figure_dict(x, times, trail=trail, stride=stride, max_frames=max_frames, basis=basis, title=title,
+                           marker_size=marker_size, frame_ms=frame_ms)
+    layout = {**d["layout"], "title": title}  # set as plotly sets a string title (same JSON as before the dict)
+    return go.Figure(data=d["data"], frames=d["frames"]).update_layout(**layout)
+
+
+def sphere_figure_dict(x: torch.Tensor, times: torch.Tensor | None = None, *, trail: int = 2, stride: int = 3,
+                       max_frames: int = 200, basis: torch.Tensor | None = None, title: str = "Tokens on the sphere",
+                       marker_size: int = 4, frame_ms: int = 60) -> dict:
+    """:func:`sphere_figure` as a plain plotly dict (data, layout, frames), not validated: plotly's validation of
+    every frame's coordinates takes most of the time of a figure with many frames, and the live explorer shows
+    this dict directly (``plotly.io.show(d, validate=False)``)."""
     check_tensor("x", x, ndim=3)
     S, N, d = x.shape
     if d < 3:
@@ -70,46 +82,56 @@ def sphere_figure(x: torch.Tensor, times: torch.Tensor | None = None, *, trail: 
     frame_times = times.detach().cpu()[keep].tolist()
 
     u, v = torch.meshgrid(torch.linspace(0, math.pi, 13), torch.linspace(0, 2 * math.pi, 25), indexing="ij")
-    ball = go.Surface(x=(u.sin() * v.cos()).mul(100).round().div(100).tolist(),
-                      y=(u.sin() * v.sin()).mul(100).round().div(100).tolist(),
-                      z=u.cos().mul(100).round().div(100).tolist(),
-                      opacity=0.12, showscale=False, colorscale=[[0, "#9ecae1"], [1, "#9ecae1"]],
-                      hoverinfo="skip")
+    ball = {"type": "surface", "x": (u.sin() * v.cos()).mul(100).round().div(100).tolist(),
+            "y": (u.sin() * v.sin()).mul(100).round().div(100).tolist(),
+            "z": u.cos().mul(100).round().div(100).tolist(),
+            "opacity": 0.12, "showscale": False, "colorscale": [[0, "#9ecae1"], [1, "#9ecae1"]], "hoverinfo": "skip"}
     particles, ghosts = _frame_traces(y, 0, trail, stride)
     ghost_size = [marker_size * (1 - 0.6 * k / (trail + 1)) for k in range(1, trail + 1) for _ in range(N)]
     data = [ball,
-            go.Scatter3d(**ghosts, mode="markers", name="trail", hoverinfo="skip",
-                         marker={"size": ghost_size, "color": list(range(N)) * trail, "colorscale": "Turbo",
-                                 "opacity": 0.35, "cmin": 0, "cmax": max(N - 1, 1)}),
-            go.Scatter3d(**particles, mode="markers", name="tokens",
-                         marker={"size": marker_size, "color": list(range(N)), "colorscale": "Turbo",
-                                 "cmin": 0, "cmax": max(N - 1, 1)})]
+            {"type": "scatter3d", **ghosts, "mode": "markers", "name": "trail", "hoverinfo": "skip",
+             "marker": {"size": ghost_size, "color": list(range(N)) * trail, "colorscale": "Turbo",
+                        "opacity": 0.35, "cmin": 0, "cmax": max(N - 1, 1)}},
+            {"type": "scatter3d", **particles, "mode": "markers", "name": "tokens",
+             "marker": {"size": marker_size, "color": list(range(N)), "colorscale": "Turbo",
+                        "cmin": 0, "cmax": max(N - 1, 1)}}]
     frames = []
     for f, tf in enumerate(frame_times):
         p, g = _frame_traces(y, f, trail, stride)
-        frames.append(go.Frame(name=str(f), traces=[1, 2], data=[go.Scatter3d(**g), go.Scatter3d(**p)]))
+        frames.append({"name": str(f), "traces": [1, 2],
+                       "data": [{"type": "scatter3d", **g}, {"type": "scatter3d", **p}]})
     play = {"frame": {"duration": frame_ms, "redraw": True}, "fromcurrent": True, "transition": {"duration": 0}}
     stop = {"frame": {"duration": 0, "redraw": False}, "mode": "immediate", "transition": {"duration": 0}}
     slider_steps = [{"method": "animate", "label": f"{tf:.3g}",
                      "args": [[str(f)], {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
                                          "transition": {"duration": 0}}]} for f, tf in enumerate(frame_times)]
     axis = {"range": [-1.1, 1.1], "visible": False}
-    fig = go.Figure(data=data, frames=frames)
-    fig.update_layout(
-        title=title, height=520, margin={"l": 0, "r": 0, "t": 40, "b": 0}, showlegend=False,
-        scene={"xaxis": axis, "yaxis": axis, "zaxis": axis, "aspectmode": "cube",
-               "camera": {"eye": {"x": 1.0, "y": 1.0, "z": 0.7}}},
-        updatemenus=[{"type": "buttons", "x": 0.02, "y": 0.02, "xanchor": "left", "yanchor": "bottom",
-                      "direction": "left", "buttons": [{"label": "▶ play", "method": "animate", "args": [None, play]},
-                                                       {"label": "❚❚", "method": "animate", "args": [[None], stop]}]}],
-        sliders=[{"active": 0, "steps": slider_steps, "x": 0.2, "len": 0.78, "y": 0.02, "yanchor": "bottom",
-                  "currentvalue": {"prefix": "t = "}, "pad": {"t": 0, "b": 0}}])
-    return fig
+    layout = {
+        "title": {"text": title}, "height": 520, "margin": {"l": 0, "r": 0, "t": 40, "b": 0}, "showlegend": False,
+        "scene": {"xaxis": axis, "yaxis": axis, "zaxis": axis, "aspectmode": "cube",
+                  "camera": {"eye": {"x": 1.0, "y": 1.0, "z": 0.7}}},
+        "updatemenus": [{"type": "buttons", "x": 0.02, "y": 0.02, "xanchor": "left", "yanchor": "bottom",
+                         "direction": "left",
+                         "buttons": [{"label": "▶ play", "method": "animate", "args": [None, play]},
+                                     {"label": "❚❚", "method": "animate", "args": [[None], stop]}]}],
+        "sliders": [{"active": 0, "steps": slider_steps, "x": 0.2, "len": 0.78, "y": 0.02, "yanchor": "bottom",
+                     "currentvalue": {"prefix": "t = "}, "pad": {"t": 0, "b": 0}}]}
+    return {"data": data, "layout": layout, "frames": frames}
 
 
 def figure_bytes(fig: go.Figure) -> int:
     """Bytes the figure adds to a page: the length of its HTML div without plotly.js (what the book embeds)."""
     return len(fig.to_html(include_plotlyjs=False, include_mathjax=False, full_html=False).encode())
+
+
+def explorer_figure(params: dict, simulate=None, max_frames: int = 100) -> dict:
+    """What one click of :func:`sphere_explorer` computes: ``simulate(**params)`` (default
+    ``energylab.flows.simulate_preset``), drawn by :func:`sphere_figure_dict` with at most ``max_frames`` frames."""
+    if simulate is None:
+        from energylab.flows import simulate_preset as simulate
+    traj = simulate(**params)
+    return sphere_figure_dict(traj.x[:, 0], traj.times, max_frames=max_frames,
+                              title=f"{params['preset']}, β = {params['beta']:.3g}")
 
 
 def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
@@ -121,11 +143,9 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     the first click instead of simulating at once; ``max_frames`` caps the animation (each frame costs page size).
     """
     import ipywidgets as widgets
-    from IPython.display import display
+    import plotly.io
 
-    from energylab.flows import PRESETS, simulate_preset
-
-    simulate = simulate_preset if simulate is None else simulate
+    from energylab.flows import PRESETS
     style = {"description_width": "70px"}
     controls = {
         "n": widgets.IntSlider(value=64, min=4, max=256, step=4, description="tokens n", style=style),
@@ -143,13 +163,10 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     out = widgets.Output()
 
     def redraw(_=None):
-        params = {k: w.value for k, w in controls.items()}
-        traj = simulate(**params)
-        fig = sphere_figure(traj.x[:, 0], traj.times, max_frames=max_frames,
-                            title=f"{params['preset']}, β = {params['beta']:.3g}")
+        fig = explorer_figure({k: w.value for k, w in controls.items()}, simulate, max_frames)
         out.clear_output(wait=True)
         with out:
-            display(fig)
+            plotly.io.show(fig, validate=False)  # built by the library: skip plotly's per-number validation
 
     button.on_click(redraw)
     box = widgets.VBox([widgets.HBox([widgets.VBox(list(controls.values())[:5]),
@@ -159,4 +176,4 @@ def sphere_explorer(simulate=None, draw: bool = True, max_frames: int = 100):
     return box
 
 
-__all__ = ["sphere_figure", "figure_bytes", "sphere_explorer"]
+__all__ = ["sphere_figure", "sphere_figure_dict", "figure_bytes", "explorer_figure", "sphere_explorer"]
