@@ -98,7 +98,7 @@ PROFILES = {
 }
 COST = {
     "quick": "20-45 s on one CPU thread (5 variants x 2 seeds x 96 steps)",
-    "medium": "about 10 min of one CPU core (3 variants x 3 seeds x 2,000 steps; wall time in results/lis/medium.json)",
+    "medium": "11.2 min on one CPU thread (3 variants x 3 seeds x 2,000 steps; measured, results/lis/medium.json)",
     "full": "paper: 2 days on 4x RTX 3090 (64 runs x 120,000 steps); resumable per run",
 }
 
