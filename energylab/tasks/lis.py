@@ -62,17 +62,57 @@ def lis_dp(s: torch.Tensor) -> torch.Tensor:
     return dp
 
 
-def sample_sequences(n: int, length: int, high: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_sequences(n: int, length: int, high: int, generator: torch.Generator | None = None,
+                     answers: tuple[int, int] | None = None) -> torch.Tensor:
     """n sequences of L distinct numbers from [L+1, high) with a planted increasing subsequence. -> (n, L) int64.
 
-    The planted part: k ~ U{1..L} random positions whose values are put in increasing order, so LIS ≥ k.
+    ``answers=None``: the planted part is k ~ U{1..L} random positions whose values are put in increasing order,
+    so LIS ≥ k (Feng et al.'s recipe; about 1/L of the rows come out fully sorted).
+    ``answers=(lo, hi)``: every row's LIS is exactly a ~ U{lo..hi}, drawn first; the row is planted with k = a and
+    redrawn until its LIS is not longer (rejection), so no answer and no trace is more frequent than the design
+    says. See :func:`check_answers` for the valid range.
     """
     check_lis(length, high)
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
+    if answers is None:
+        return _planted(n, length, high, generator)
+    lo, hi = check_answers(answers, length)
+    target = torch.randint(lo, hi + 1, (n, 1), generator=generator)  # the LIS every row must have
+    out = torch.empty(n, length, dtype=torch.long)
+    todo = torch.arange(n)
+    for _ in range(_MAX_ROUNDS):
+        draw = _planted(len(todo), length, high, generator, target[todo])  # LIS ≥ target by construction
+        ok = lis_dp(draw).max(dim=1).values == target[todo, 0]
+        out[todo[ok]] = draw[ok]
+        todo = todo[~ok]
+        if len(todo) == 0:
+            return out
+    raise ValueError(f"answers={answers} at L={length}: rows with LIS = {lo} are too rare to draw by rejection; "
+                     f"raise lo")
+
+
+_MAX_ROUNDS = 2000  # rejection rounds; LIS = 3 at L = 10 is accepted ~5% of the time, so ~300 rounds suffice
+
+
+def check_answers(answers, length: int) -> tuple[int, int]:
+    """(lo, hi) with 2 <= lo <= hi <= L, else ValueError naming ``answers`` (LIS = 1 needs a decreasing input,
+    which planting never gives)."""
+    ok = (isinstance(answers, (tuple, list)) and len(answers) == 2
+          and all(isinstance(a, int) and not isinstance(a, bool) for a in answers))
+    if not ok or not 2 <= answers[0] <= answers[1] <= length:
+        raise ValueError(f"answers must be (lo, hi) ints with 2 <= lo <= hi <= L = {length}, got {answers!r}")
+    return int(answers[0]), int(answers[1])
+
+
+def _planted(n: int, length: int, high: int, generator: torch.Generator | None,
+             k: torch.Tensor | None = None) -> torch.Tensor:
+    """n rows of L distinct numbers with k[i] random positions sorted increasingly (k: (n, 1); None: k ~ U{1..L},
+    drawn after the values, the order of the original recipe). -> (n, L)."""
     L, span = length, high - length - 1
     values = torch.rand(n, span, generator=generator).argsort(dim=1)[:, :L] + L + 1  # (n, L) distinct
-    k = torch.randint(1, L + 1, (n, 1), generator=generator)  # planted length per row
+    if k is None:
+        k = torch.randint(1, L + 1, (n, 1), generator=generator)  # planted length per row
     rank = torch.rand(n, L, generator=generator).argsort(dim=1).argsort(dim=1)  # a random permutation per row
     planted = rank < k  # (n, L): k positions per row
     pos = torch.arange(L).expand(n, L)
@@ -108,20 +148,22 @@ class LISData:
     test: torch.Tensor
 
 
-def make_data(length: int, n_train: int, n_test: int, high: int = 250, seed: int = 0) -> LISData:
+def make_data(length: int, n_train: int, n_test: int, high: int = 250, seed: int = 0,
+              answers: tuple[int, int] | None = None) -> LISData:
     """Train and test sets drawn independently (seeds ``seed`` and ``seed + 10**6``); test rows that also occur in
-    the train set are dropped and replaced by fresh draws, so the two sets share no sample."""
+    the train set are dropped and replaced by fresh draws, so the two sets share no sample. ``answers``: see
+    :func:`sample_sequences`."""
     check_lis(length, high)
     for name, value in (("n_train", n_train), ("n_test", n_test)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
-    train_s = sample_sequences(n_train, length, high, torch.Generator().manual_seed(seed))
+    train_s = sample_sequences(n_train, length, high, torch.Generator().manual_seed(seed), answers)
     seen = {tuple(row) for row in train_s.tolist()}
     gen_test = torch.Generator().manual_seed(seed + 10 ** 6)
     kept: list[torch.Tensor] = []
     have = 0
     for _ in range(20):
-        draw = sample_sequences(n_test, length, high, gen_test)
+        draw = sample_sequences(n_test, length, high, gen_test, answers)
         fresh = torch.tensor([tuple(row) not in seen for row in draw.tolist()], dtype=torch.bool)
         kept.append(draw[fresh])
         have += int(fresh.sum())
@@ -142,14 +184,37 @@ def exact_match(logits: torch.Tensor, targets: torch.Tensor) -> dict[str, torch.
     """Metrics from teacher-forced logits (B, N, V) and targets (B, N) with IGNORE outside the answer.
 
     Returns 0-d tensors: ``exact`` (all answer tokens right; equals greedy-decoding exact match), ``answer`` (the
-    final LIS length right, under teacher forcing) and ``token`` (fraction of answer tokens right).
+    final LIS length right, under teacher forcing), ``trace`` (all of dp_1 … dp_L right; by the same induction
+    this equals the greedy trace being right) and ``token`` (fraction of answer tokens right).
     """
     mask = targets != IGNORE
     right = (logits.argmax(-1) == targets) | ~mask  # (B, N)
     exact = right.all(dim=1).float().mean()
     token = ((logits.argmax(-1) == targets) & mask).sum() / mask.sum()
     answer = right[:, -2].float().mean()  # the last target is eos; the one before it is max(dp)
-    return {"exact": exact, "answer": answer, "token": token}
+    L = (targets.shape[1] - 3) // 2  # N = 2L + 3 targets; dp_1 … dp_L are targets L … 2L-1
+    trace = right[:, L:2 * L].all(dim=1).float().mean()
+    return {"exact": exact, "answer": answer, "trace": trace, "token": token}
+
+
+def greedy_answer_right(model: Callable[[torch.Tensor], torch.Tensor], tokens: torch.Tensor,
+                        length: int) -> torch.Tensor:
+    """Per sample (B,) bool: is the LIS that the model writes after its *own* greedy trace the right one?
+
+    This is the honest answer accuracy: under teacher forcing the answer is max(dp) of the given trace, which a model
+    can copy without solving anything. Rows whose teacher-forced trace is right decode exactly that trace, so only
+    the others are decoded (L + 2 passes). tokens (B, 2L+4).
+    """
+    x, y = inputs_targets(tokens, length)
+    pred = model(x).argmax(-1)  # (B, 2L+3)
+    right = pred[:, length:2 * length + 2] == y[:, length:2 * length + 2]  # dp_1 … dp_L, <sep>, answer
+    out = right.all(dim=1)
+    wrong_trace = ~right[:, :length + 1].all(dim=1)
+    if wrong_trace.any():
+        rows = tokens[wrong_trace]
+        generated = greedy_decode(model, rows[:, :length + 1], length + 2)  # up to and including the answer
+        out[wrong_trace] = generated[:, 2 * length + 2] == rows[:, 2 * length + 2]
+    return out
 
 
 @torch.no_grad()

@@ -126,3 +126,27 @@ def accuracy_heatmaps(rows: Sequence[Mapping], variants: Sequence[str], title: s
     fig.update_yaxes(title_text="L", row=1, col=1)
     fig.update_layout(title=title, height=340 + 20 * len(lengths), margin={"t": 80})
     return fig
+
+
+def curves_with_baselines(panels: Mapping[str, Mapping[str, tuple[Sequence[float], Sequence[float],
+                                                                   Sequence[float], Sequence[float]]]],
+                          baselines: Mapping[str, float], title: str) -> go.Figure:
+    """Side-by-side panels {panel title: {variant: (steps, mean, low, high)}} of accuracy against optimiser steps,
+    with a shaded min-max band per variant and a dashed line at ``baselines[panel title]`` (what a model that
+    ignores its input scores)."""
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=list(panels), horizontal_spacing=0.08)
+    for c, (panel, curves) in enumerate(panels.items(), start=1):
+        for k, (name, (xs, ys, low, high)) in enumerate(curves.items()):
+            color = VARIANT_COLORS.get(name, PALETTE[k % len(PALETTE)])
+            fig.add_trace(go.Scatter(x=_r(xs) + _r(xs)[::-1], y=_r(high) + _r(low)[::-1], fill="toself",
+                                     line={"width": 0}, fillcolor=color, opacity=0.15, showlegend=False,
+                                     hoverinfo="skip"), row=1, col=c)
+            fig.add_trace(go.Scatter(x=_r(xs), y=_r(ys), mode="lines+markers", name=name, legendgroup=name,
+                                     showlegend=c == 1, line={"color": color}), row=1, col=c)
+        if panel in baselines:
+            fig.add_hline(y=round(baselines[panel], 4), line={"dash": "dash", "color": "gray"}, row=1, col=c,
+                          annotation_text="input-free", annotation_position="top left")
+        fig.update_xaxes(title_text="optimiser step", row=1, col=c)
+    fig.update_yaxes(title_text="test accuracy", row=1, col=1)
+    fig.update_layout(title=title, height=400, margin={"t": 80})
+    return fig
