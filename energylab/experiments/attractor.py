@@ -245,6 +245,11 @@ def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task
     return _curve(pix, target, mask), pix, target, mask
 
 
+def _pixels(images: torch.Tensor) -> list:
+    """Images as nested lists of pixels rounded to 3 decimals, what the figures draw (keeps results files small)."""
+    return images.detach().cpu().double().round(decimals=3).tolist()
+
+
 def _variances(res: Results, name: str, pred: torch.Tensor, mask: torch.Tensor) -> None:
     """Within-patch variances of the masked patches (paper Fig. 2): the list (6 decimals) and its mean and median."""
     v = im.patch_variances(pred, mask)
@@ -269,7 +274,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     test = data.test[:cfg.n_eval].to(device)
     res = Results("attractor", config_record(cfg), histories={"bare": hist})
     res.extra.update(source=data.source, n_train=len(data.train), n_couplings=model.n_couplings,
-                     mean_digit=data.train.mean(0).tolist())
+                     mean_digit=_pixels(data.train.mean(0)))
     side = cfg.image_size
     mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)  # (1, N, a)
     times = list(range(cfg.iterations + 1)) if cfg.example_times is None else \
@@ -283,8 +288,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         res.final[f"bare/{task}/input_mse"] = curve[0]
         k = cfg.n_examples
         res.extra[f"bare/{task}/examples"] = {  # (len(times), k, H, W) images at these times, and the clean digits
-            "times": times, "clean": test[:k].cpu().tolist(),
-            "images": im.unpatchify(pix[times, :k].flatten(0, 1), side, side).unflatten(0, (-1, k)).cpu().tolist()}
+            "times": times, "clean": _pixels(test[:k]),
+            "images": _pixels(im.unpatchify(pix[times, :k].flatten(0, 1), side, side).unflatten(0, (-1, k)))}
         if task == "masked":
             _variances(res, "bare", pix[best], mask)
             _variances(res, "data", target, mask)
@@ -293,7 +298,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             long = bare_trajectory(model, inp, cfg.long_iterations)[-1]
             res.final["long/mse_to_mean_digit"] = float(((long - mean_patches) ** 2).mean())
             res.final["long/mse_to_input"] = float(((long - target[:cfg.n_long]) ** 2).mean())
-            res.extra["long/examples"] = im.unpatchify(long[:k], side, side).cpu().tolist()
+            res.extra["long/examples"] = _pixels(im.unpatchify(long[:k], side, side))
     for task in ("masked", "denoise") if cfg.baseline else ():
         block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
         block.eval()
