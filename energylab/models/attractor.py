@@ -165,7 +165,25 @@ class BareSelfAttention(nn.Module):
         return torch.stack(traj)
 
 
-class RecurrentBlock(nn.Module):
+def _encoder_layer(width: int, heads: int, mlp: int) -> nn.TransformerEncoderLayer:
+    """One pre-LN block, u = SA(LN(x)) + x, x <- MLP(LN(u)) + u (paper eqs. 8-9; dropout off, GELU)."""
+    return nn.TransformerEncoderLayer(width, heads, mlp, dropout=0.0, activation="gelu", batch_first=True,
+                                      norm_first=True)
+
+
+class _PixelTransformer(nn.Module):
+    """What both backprop baselines share: trained embedding of the spins plus a learned positional encoding,
+    and a read-out to pixels after subtracting that encoding again (sigmoid keeps them in [0, 1])."""
+
+    def _embed(self, spins: torch.Tensor) -> torch.Tensor:
+        check_tensor("spins", spins, 3)
+        return self.embed(spins) + self.pos  # (B, N, width)
+
+    def _read(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.readout(x - self.pos))  # (B, N, width) -> (B, N, a)
+
+
+class RecurrentBlock(_PixelTransformer):
     """Baseline of the paper (sec. III, app. V-C): one pre-LN transformer block applied tau times.
 
     u = SA(LN(x)) + x,  x <- MLP(LN(u)) + u  (eqs. 8-9), with a trained input embedding plus a learned
@@ -178,20 +196,18 @@ class RecurrentBlock(nn.Module):
         super().__init__()
         self.embed = nn.Linear(2 * patch_pixels, width)  # spins (2a) -> width
         self.pos = nn.Parameter(0.02 * torch.randn(n_tokens, width))  # (N, width)
-        self.block = nn.TransformerEncoderLayer(width, heads, mlp, dropout=0.0, activation="gelu",
-                                                batch_first=True, norm_first=True)
+        self.block = _encoder_layer(width, heads, mlp)
         self.readout = nn.Linear(width, patch_pixels)  # width -> a pixels
 
     def trajectory(self, spins: torch.Tensor, steps: int) -> torch.Tensor:
         """Pixel predictions after each of ``steps`` repetitions: (B, N, 2a) -> (steps, B, N, a)."""
-        check_tensor("spins", spins, 3)
         if not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps must be a positive int, got {steps!r}")
-        x = self.embed(spins) + self.pos  # (B, N, width)
+        x = self._embed(spins)
         out = []
         for _ in range(steps):
             x = self.block(x)
-            out.append(torch.sigmoid(self.readout(x - self.pos)))
+            out.append(self._read(x))
         return torch.stack(out)
 
     def forward(self, spins: torch.Tensor, tau: int) -> torch.Tensor:
@@ -199,4 +215,30 @@ class RecurrentBlock(nn.Module):
         return self.trajectory(spins, tau)[-1]
 
 
-__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "orthonormal_embedding", "correlation_couplings"]
+class PatchViT(_PixelTransformer):
+    """The paper's second baseline (sec. III, Figs. 1-2): a plain vision transformer of ``layers`` blocks.
+
+    The same pre-LN block, embedding, positional encoding and read-out as :class:`RecurrentBlock`, but
+    ``layers`` blocks with their own weights, applied once each (the paper's "standard 5-layer transformer";
+    it is not iterated). Trained with backpropagation, once per task.
+    """
+
+    def __init__(self, n_tokens: int, patch_pixels: int, width: int = 32, heads: int = 2, mlp: int = 64,
+                 layers: int = 5):
+        super().__init__()
+        check_int("layers", layers, minimum=1)
+        self.embed = nn.Linear(2 * patch_pixels, width)
+        self.pos = nn.Parameter(0.02 * torch.randn(n_tokens, width))
+        self.blocks = nn.ModuleList(_encoder_layer(width, heads, mlp) for _ in range(layers))
+        self.readout = nn.Linear(width, patch_pixels)
+
+    def forward(self, spins: torch.Tensor) -> torch.Tensor:
+        """Pixels (B, N, a) of spins (B, N, 2a) after all layers."""
+        x = self._embed(spins)
+        for block in self.blocks:
+            x = block(x)
+        return self._read(x)
+
+
+__all__ = ["AttractorConfig", "BareSelfAttention", "RecurrentBlock", "PatchViT", "orthonormal_embedding",
+           "correlation_couplings"]
