@@ -82,27 +82,26 @@ def _rel(a, b):
     return float((a.double() - b.double()).norm() / b.double().norm())
 
 
-@pytest.mark.parametrize("name", list(_cases(F64)))
-def test_kernel_equals_autograd_in_float64(name, small_tiles):
-    fast, reference, inputs = _cases(F64)[name]
+def _check_against_float64_autograd(name, dtype, value_tol, grad_tol):
+    """The kernel on ``dtype`` inputs against autograd through the reference formula in float64."""
+    fast, _, inputs = _cases(dtype)[name]
+    _, reference, inputs64 = _cases(F64)[name]
     weight = _randn(9, BH, N, DH)
     y, grads = _value_and_grads(fast, inputs, weight)
-    y_ref, grads_ref = _value_and_grads(reference, inputs, weight)
-    assert _rel(y, y_ref) < 1e-12
+    y_ref, grads_ref = _value_and_grads(reference, inputs64, weight)
+    assert _rel(y, y_ref) < value_tol
     for g, g_ref in zip(grads, grads_ref):
-        assert _rel(g, g_ref) < 1e-11
+        assert _rel(g, g_ref) < grad_tol
+
+
+@pytest.mark.parametrize("name", list(_cases(F64)))
+def test_kernel_equals_autograd_in_float64(name, small_tiles):
+    _check_against_float64_autograd(name, F64, 1e-12, 1e-11)
 
 
 @pytest.mark.parametrize("name", list(_cases(F64)))
 def test_float32_gradients_match_float64(name, small_tiles):
-    fast, _, inputs32 = _cases(torch.float32)[name]
-    _, reference, inputs64 = _cases(F64)[name]
-    weight = _randn(9, BH, N, DH)
-    y, grads = _value_and_grads(fast, inputs32, weight)
-    y_ref, grads_ref = _value_and_grads(reference, inputs64, weight)
-    assert _rel(y, y_ref) < 1e-5
-    for g, g_ref in zip(grads, grads_ref):
-        assert _rel(g, g_ref) < 1e-4
+    _check_against_float64_autograd(name, torch.float32, 1e-5, 1e-4)
 
 
 def test_newton_gradcheck(small_tiles):
