@@ -6,6 +6,11 @@ that load from other processes hits both): median over ``repeats`` after warm-up
 autograd saves for the backward pass (unique storages, measured with ``saved_tensors_hooks``; on CUDA the peak
 allocated memory is reported as well), and ``n2_units`` expresses it in units of one (B, H, N, N) float tensor, so
 the O(B·H·N²) + O(B·N·d) budget can be read off directly.
+
+On CPU everything runs on one thread. On two threads of a shared two-core machine (load about 3.5), the tiled
+kernels of :mod:`energylab.fast_attention` (hundreds of small parallel regions per call, each waiting for a
+descheduled thread) had medians of 20-30× SDPA's (a single region) while their minima stayed at 1.5-3×
+(committed run of 2026-11-23, 19:00 UTC): a measurement of the load, not of the kernels.
 """
 from __future__ import annotations
 
@@ -116,10 +121,20 @@ def run(quick: bool, device: str = "cpu", dtype: str = "float32") -> list[dict]:
     ``ratio_of_min``, ``saved_ratio`` (saved activations over SDPA's) and ``n2_units``, with the targets and
     whether the median and the memory meet them; ``device`` and ``dtype`` (e.g. cuda, bfloat16) say where.
     """
+    threads = torch.get_num_threads()
+    if device == "cpu":  # one thread: see the module docstring
+        torch.set_num_threads(1)
+    try:
+        return _run(quick, device, getattr(torch, dtype))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
     batch, dim, heads = (2, 64, 4) if quick else (8, 256, 8)
     token_counts = (64,) if quick else (256, 1024)
     repeats = 3 if quick else 10
-    dtype_ = getattr(torch, dtype)
+    dtype = str(dtype_).removeprefix("torch.")
     rows = []
     for n_tokens in token_counts:
         torch.manual_seed(0)
