@@ -143,7 +143,7 @@ def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
         ref_step = _fwd_bwd(reference, x)
         ref_bytes = saved_bytes(reference, x)
         n2_bytes = batch * heads * n_tokens * n_tokens * x.element_size()
-        where = {"device": device, "dtype": dtype, "threads": torch.get_num_threads()}  # provenance has the process's
+        where = {"device": device, "dtype": dtype, "threads": torch.get_num_threads()}  # the provenance: default
         rows.append(_row("SDPA reference", n_tokens, (1.0, 1.0), ref_bytes, ref_bytes, n2_bytes, (None, None),
                          _peak_cuda_bytes(reference, x), where))
         for name, make, target, memory_target in LAYERS:
