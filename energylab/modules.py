@@ -8,13 +8,13 @@ of an ``nn.Linear`` weight (d, d) are head h's map. Each layer's test checks it 
 :mod:`energylab.forms` on small float64 inputs.
 
 Fast kernels. A layer calls the checked public operator of its family whenever that costs nothing (the Hyper-SET
-attention and feedforward layers call the operators of :mod:`energylab.forms.hyperspherical` directly: their
-checks are O(N d) against O(N² d) of work, and checks on tensor contents switch off under torch.compile and
-torch.func). Where the layer needs a fused or blocked computation that no checked operator offers, the family
-exposes it as a public kernel documented as unchecked, beside its checked counterpart:
-:func:`energylab.forms.expressive.expressive_attention_values` (EA) and
-:func:`energylab.forms.newton.newton_first_order_direction` / :func:`~energylab.forms.newton.ridge_inverse`
-(MHA2nd1st). No layer imports a private name of another module.
+feedforward layers call the operators of :mod:`energylab.forms.hyperspherical` directly: their checks are O(N d)
+against O(N² d) of work, and checks on tensor contents switch off under torch.compile and torch.func). The
+expressive, bi-softmax, sigmoid and Newton (MHA2nd1st) layers run the tiled kernels of
+:mod:`energylab.fast_attention` instead, which keep no (N, N) tensor for the backward pass (issue 19); under
+torch.func transforms, where those autograd Functions cannot go, they fall back to the composite route (the
+catalog operator, or for MHA2nd1st the row-blocked :func:`energylab.forms.newton.newton_first_order_direction`).
+No layer imports a private name of another module.
 """
 from __future__ import annotations
 
@@ -24,10 +24,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab._checks import check_count, check_dim, check_divides, check_int, check_positive, check_tensor
+from energylab import fast_attention as fa
+from energylab._checks import (
+    check_count,
+    check_dim,
+    check_divides,
+    check_int,
+    check_positive,
+    check_tensor,
+    value_checks_off,
+)
 from energylab.forms import hyperspherical as hs
 from energylab.forms._common import mask_rows, merge_heads, row_blocks, split_heads
-from energylab.forms.expressive import expressive_attention_values
+from energylab.forms.expressive import expressive_weights
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
 
 __all__ = [
@@ -106,9 +115,13 @@ class ExpressiveAttention(_QKVAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
+        if x.device.type == "cuda" and not value_checks_off():  # flex attention's fused kernel (see fast_attention)
+            return self.out(merge_heads(fa.flex_expressive_attention(q, k, v, self.causal, self.scale)))
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
-        y = expressive_attention_values(q * self.scale, k, v, mask)  # (B, H, N, d_h), scores (B, H, N, N) inside
-        return self.out(merge_heads(y))
+        if value_checks_off():  # torch.func / compile: the composite route, (B, H, N, N) weights
+            return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
+        y = fa.expressive_attention((q * self.scale).flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), mask)
+        return self.out(merge_heads(y.view_as(q)))  # the tiled kernel keeps no (N, N) tensor
 
 
 class MHA2nd1st(nn.Module):
@@ -142,6 +155,8 @@ class MHA2nd1st(nn.Module):
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         G, G_inv = self._metric()
+        if not value_checks_off():  # the tiled kernel: no (N, N) tensor kept for the backward pass
+            return self.out(merge_heads(self._fast(q, k, T, T_b, G, G_inv, mask)))
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
         blocks = []
         for rows in row_blocks(q.shape[-2], k.shape[-2], q.shape[0] * q.shape[1]):  # cache-sized query blocks
@@ -153,6 +168,14 @@ class MHA2nd1st(nn.Module):
             blocks.append(newton_first_order_direction(q[..., rows, :], k, weights, G, T_b, self.ridge, G_inv))
         direction = torch.cat(blocks, dim=-2)  # (B, H, N, d_h)
         return self.out(merge_heads(direction))
+
+    @staticmethod
+    def _fast(q, k, T, T_b, G, G_inv, mask):
+        """:func:`energylab.fast_attention.newton_direction` on (B·H, N, d_h), per-head T, G broadcast over B."""
+        per_head = lambda t: None if t is None else t.to(q.dtype).expand(q.shape[0], *t.shape).flatten(0, 1)  # noqa: E731
+        y = fa.newton_direction(q.flatten(0, 1), k.flatten(0, 1), per_head(T), per_head(T_b), per_head(G),
+                                per_head(G_inv), mask)
+        return y.view_as(q)
 
     def _metric(self):
         """G_h = W_{Q,h}W_{Q,h}ᵀ (H, d_h, d_h) and (G_h + ridge·I)⁻¹: the paper's b_h uses both."""
@@ -193,9 +216,16 @@ class _HypersphericalAttention(nn.Module):
         self.beta = 1 / math.sqrt(dim // heads) if beta is None else check_positive("beta", beta, scalar=True)
         self.weight = nn.Parameter(torch.randn(heads, dim // heads, dim) / math.sqrt(dim))  # W: (H, d_h, d)
 
+    _kernel = None  # a tiled kernel of :mod:`energylab.fast_attention` on Z (B·H, N, d_h), if the form has one
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(x, self.dim)
-        return self._update(x, self.weight, self.beta, self.rms, self.eps)
+        if self._kernel is None or value_checks_off() or (self.rms and self.eps == 0):
+            return self._update(x, self.weight, self.beta, self.rms, self.eps)  # the checked catalog operator
+        Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h)
+        Z = hs.rms_normalize(Z, self.eps) if self.rms else Z
+        Y = self._kernel(Z.flatten(0, 1), self.beta).view_as(Z)  # the same numbers as the operator, tiled
+        return -(merge_heads(Y) @ self.weight.flatten(0, 1))  # −Σ_h y_iʰ W_h
 
 
 class BiSoftmaxAttention(_HypersphericalAttention):
@@ -207,6 +237,7 @@ class BiSoftmaxAttention(_HypersphericalAttention):
     """
 
     _update = staticmethod(hs.hyperset_attention_update)
+    _kernel = staticmethod(fa.bisoftmax_attention)
 
 
 class SigmoidAttention(_HypersphericalAttention):
@@ -218,6 +249,7 @@ class SigmoidAttention(_HypersphericalAttention):
     """
 
     _update = staticmethod(hs.sigmoid_attention_update)
+    _kernel = staticmethod(fa.sigmoid_attention)
 
 
 class KernelLinearAttention(_HypersphericalAttention):

@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from energylab import fast_attention as fa
 from energylab import modules as M
 from energylab.forms import _common as cm
 from energylab.forms import expressive as ea
@@ -186,8 +187,10 @@ def test_blockwise_evaluation_equals_one_block(cls, monkeypatch):
     (g_one,) = torch.autograd.grad(one_block.square().sum(), x)
     original = cm.row_blocks
     tiny = lambda n_rows, n_cols, batch: original(n_rows, n_cols, batch, budget=1, min_rows=3)  # noqa: E731
-    for module in (cm, ea, M, hs):
+    for module in (cm, M, hs):
         monkeypatch.setattr(module, "row_blocks", tiny)
+    monkeypatch.setattr(fa, "TILE", 1)  # the tiled kernels: one (batch·head) and 3 rows per tile
+    monkeypatch.setattr(fa, "MIN_ROWS", 3)
     blocked = layer(x)
     assert len(cm.row_blocks(10, 10, 6)) == 4  # the patch is active: blocks of 3, 3, 3, 1 rows
     (g_blocked,) = torch.autograd.grad(blocked.square().sum(), x)

@@ -45,20 +45,3 @@ def test_weights_bad_input():
     s[0, 0] = float("nan")
     with pytest.raises(ValueError, match="scores"):
         ea.expressive_weights(s)
-
-
-@pytest.mark.parametrize("causal", [False, True])
-def test_fused_expressive_attention_matches_autograd(causal):
-    g = torch.Generator().manual_seed(3)
-    q, k = (torch.randn(2, 3, 7, 5, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
-    v = torch.randn(2, 3, 7, 11, generator=g, dtype=torch.float64, requires_grad=True)
-    mask = torch.ones(7, 7, dtype=torch.bool).tril() if causal else None
-    fused = ea.expressive_attention_values(q, k, v, mask)
-    plain = ea.expressive_weights(q @ k.mT, mask) @ v
-    assert torch.allclose(fused, plain, rtol=1e-12, atol=1e-14)
-    w = torch.randn(fused.shape, generator=g, dtype=torch.float64)
-    grads_fused = torch.autograd.grad((fused * w).sum(), (q, k, v))
-    grads_plain = torch.autograd.grad((plain * w).sum(), (q, k, v))
-    for a, b in zip(grads_fused, grads_plain):
-        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda *t: ea.expressive_attention_values(*t, mask), (q, k, v))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import sys
 import time
@@ -21,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write all rows as JSON to this path")
     parser.add_argument("--commit", action="store_true",
                         help="also write results/bench/<section>.json with machine, date and commit")
+    parser.add_argument("--device", default=None, help="device for sections that take one (attention): cpu, cuda")
+    parser.add_argument("--dtype", default=None, help="dtype for sections that take one (attention): float32, bfloat16")
     args = parser.parse_args(argv)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
@@ -35,13 +38,17 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"energylab.bench.{SECTIONS[name]}")
         print(f"\n== {name} ==", flush=True)
         started = time.perf_counter()
-        rows = module.run(quick=args.quick)
+        options = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v is not None}
+        if options and not set(options) <= set(inspect.signature(module.run).parameters):
+            parser.error(f"section {name} takes no {'/'.join(options)}")
+        rows = module.run(quick=args.quick, **options)
         print(format_table(rows), flush=True)
         results[name] = rows
         if args.commit:
-            record = Results("bench", {"section": name, "quick": args.quick}, tables={name: rows})
+            record = Results("bench", {"section": name, "quick": args.quick, **options}, tables={name: rows})
             path = commit_results(record, "bench", name, seconds=time.perf_counter() - started, source=source,
-                                  command=f"python -m energylab.bench {name}{' --quick' * args.quick} --commit")
+                                  command=f"python -m energylab.bench {name}{' --quick' * args.quick}"
+                                  + "".join(f" --{k} {v}" for k, v in options.items()) + " --commit")
             print(f"committed to {path}", flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -2,12 +2,11 @@
 
 EA's weights are exactly the Boltzmann weights of the potentials E_i = −T log(s_i²/(1+s_i²)), s_i = zᵀW h_i, so EA
 has a free energy F_EA; its gradient is not the EA layer (the gradient carries an extra factor). Here: the
-weights of raw scores, the potentials, F_EA and −∇F_EA, one EA step, the fused kernel of the EA layer, the
-sampler and the ``register`` call.
+weights of raw scores, the potentials, F_EA and −∇F_EA, one EA step, the sampler and the ``register`` call.
 
-:func:`expressive_attention_values` is the EA layer's kernel (:class:`energylab.modules.ExpressiveAttention`):
-by design it does not validate, because its inputs are the layer's own projections; its checked counterpart is
-``expressive_weights(q @ k.mT, mask) @ v``, which gives the same numbers.
+The EA layer (:class:`energylab.modules.ExpressiveAttention`) runs the tiled kernel
+:func:`energylab.fast_attention.expressive_attention`, which gives the numbers of
+``expressive_weights(q @ k.mT, mask) @ v`` without keeping the (M, N) weights.
 
 Shapes (book/notation.md): z (..., d), H (N, d), W (d, d); scores (..., M, N).
 """
@@ -17,11 +16,11 @@ import torch
 
 from energylab._checks import check_positive, value_checks_off
 from energylab.catalog import AttentionForm, Equation, register
-from energylab.forms._common import check_query_tokens, check_scores_mask, mapped_tokens, mask_rows, row_blocks
+from energylab.forms._common import check_query_tokens, check_scores_mask, mapped_tokens
 from energylab.forms.free_energy import dot_product_potentials, sample_free_tokens
 
 __all__ = ["expressive_weights", "expressive_potentials", "expressive_free_energy", "expressive_free_energy_update",
-           "expressive_attention_step", "expressive_attention_values"]
+           "expressive_attention_step"]
 
 
 # ----------------------------------------------------------------------------- weights
@@ -104,54 +103,6 @@ def expressive_attention_step(z: torch.Tensor, H: torch.Tensor, W_QK: torch.Tens
     check_query_tokens(z, H, W_V)
     p = expressive_weights(-dot_product_potentials(z, H, W_QK))
     return z + torch.einsum("...i,ia->...a", p, mapped_tokens(H, W_V))
-
-
-# ----------------------------------------------------------------------------- the layer's kernel
-class _ExpressiveAttentionCore(torch.autograd.Function):
-    """y = (Σ_k w_mk v_k) / Σ_k w_mk, w = s²/(1+s²), s = q kᵀ, with a hand-written backward.
-
-    Fewer passes over the (M, N) scores than autograd would make: w = σ(log s²) in place, normalisation after
-    the value product, and dw/ds = 2s(1 − w)². Saves s and w (2 score-sized tensors). A masked score is set
-    to 0, whose weight is exactly 0 and whose gradient factor 2s(1 − w)² is 0 too.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, mask):
-        s = q @ k.transpose(-1, -2)  # (..., M, N)
-        if mask is not None:
-            s.masked_fill_(~mask, 0.0)
-        w = (s * s).log_().sigmoid_()  # s²/(1+s²) = σ(log s²), exact at s = 0 (σ(−∞) = 0)
-        norm = w.sum(-1, keepdim=True).clamp_min_(torch.finfo(w.dtype).tiny)  # N_m: (..., M, 1)
-        y = (w @ v).div_(norm)
-        ctx.save_for_backward(q, k, v, s, w, norm, y)
-        return y
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_y):
-        q, k, v, s, w, norm, y = ctx.saved_tensors
-        g = grad_y / norm  # (..., M, e)
-        grad_v = w.transpose(-1, -2) @ g
-        g = g * 2  # the 2 of dw/ds = 2s(1 − w)², applied on the small tensor
-        grad_s = (g @ v.transpose(-1, -2)).sub_((g * y).sum(-1, keepdim=True))  # 2 ∂L/∂w_mk
-        grad_s.mul_(s)  # in place, no score-sized temporaries:
-        grad_s.addcmul_(grad_s, w, value=-1.0)  # · (1 − w)
-        grad_s.addcmul_(grad_s, w, value=-1.0)  # · (1 − w) again
-        return grad_s @ k, grad_s.transpose(-1, -2) @ q, grad_v, None
-
-
-def expressive_attention_values(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None):
-    """Σ_k a_mk v_k with EA's weights a = expressive_weights(q kᵀ, mask), computed without forming a.
-
-    The same numbers as ``expressive_weights(q @ k.mT, mask) @ v`` (paper 001), normalised after the value
-    product and with a fused backward (see ``_ExpressiveAttentionCore``). Used by the EA layer; no validation.
-    q: (..., M, d_h), k: (..., N, d_h), v: (..., N, e), mask: boolean broadcastable to (..., M, N)  ->  (..., M, e).
-    """
-    blocks = row_blocks(q.shape[-2], k.shape[-2], q[..., 0, 0].numel())
-    if len(blocks) == 1:
-        return _ExpressiveAttentionCore.apply(q, k, v, mask)
-    return torch.cat([_ExpressiveAttentionCore.apply(q[..., rows, :], k, v, mask_rows(mask, rows))
-                      for rows in blocks], dim=-2)
 
 
 # ----------------------------------------------------------------------------- the catalog
