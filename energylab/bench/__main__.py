@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {unknown}; valid: {sorted(SECTIONS)}")
+    if (args.device or "cpu") == "cpu":
+        import torch
+
+        # every CPU section measures on one thread (energylab.bench); pinning the process as well makes the
+        # committed provenance record the thread count the rows were measured with
+        torch.set_num_threads(1)
     results = {}
     if args.commit:
         from energylab.committed import commit_results, source_commit
