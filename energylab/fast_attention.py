@@ -19,6 +19,8 @@ custom ``autograd.Function`` written this way does not vmap.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 __all__ = ["tiles", "expressive_attention", "bisoftmax_attention", "sigmoid_attention", "newton_direction",
@@ -302,7 +304,20 @@ def _causal(b, h, q_idx, kv_idx):
     return q_idx >= kv_idx
 
 
-_FLEX = {}
+@functools.cache
+def _compiled_flex():
+    """``flex_attention`` under ``torch.compile``, built once per process."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@functools.lru_cache(maxsize=8)
+def _causal_block_mask(n: int, device: torch.device):
+    """flex's block mask of the causal (N, N) pattern, built once per length and device (not per forward)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(_causal, None, None, n, n, device=device)
 
 
 def flex_expressive_attention(q, k, v, causal: bool, scale: float, compiled: bool = True):
@@ -310,13 +325,8 @@ def flex_expressive_attention(q, k, v, causal: bool, scale: float, compiled: boo
 
     Compiled (the fused kernel) on CUDA; ``compiled=False`` runs flex's reference route (checks on CPU).
     """
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import flex_attention
 
-    fn = flex_attention
-    if compiled:
-        fn = _FLEX.setdefault("flex", torch.compile(flex_attention, dynamic=False))
-    block_mask = None
-    if causal:
-        n = q.shape[-2]
-        block_mask = create_block_mask(_causal, None, None, n, n, device=q.device)
+    fn = _compiled_flex() if compiled else flex_attention
+    block_mask = _causal_block_mask(q.shape[-2], q.device) if causal else None
     return fn(q, k, v, score_mod=_ea_score_mod, block_mask=block_mask, scale=scale)

@@ -26,6 +26,7 @@ Shapes: tokens xt (B, d, N) (coordinates first), Q and K (H, d_h, d), V (H, d, d
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -81,15 +82,10 @@ def euler_step(xt: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, V: torch.Tens
     return torch.stack([t / norm for t in moved], dim=-2)
 
 
-_COMPILED = None
-
-
+@functools.cache
 def compiled_euler_step():
     """:func:`euler_step` under ``torch.compile`` (built once per process; each new shape compiles on first use)."""
-    global _COMPILED
-    if _COMPILED is None:
-        _COMPILED = torch.compile(euler_step)
-    return _COMPILED
+    return torch.compile(euler_step)
 
 
 __all__ = ["SHIFT_MARGIN", "shift_is_safe", "euler_step", "compiled_euler_step"]
