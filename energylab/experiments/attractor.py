@@ -140,6 +140,12 @@ def corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch
     return im.pixels_to_spins(noisy), target, None
 
 
+def corrupt_test(task: str, pixels: torch.Tensor, patch: int, cfg: Config):
+    """:func:`corrupt` with the evaluation's fixed generator (seeded by ``cfg.seed``): every model is tested on the
+    same corrupted inputs."""
+    return corrupt(task, pixels, patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+
+
 def _steps_per_epoch(n: int, batch: int) -> int:
     return math.ceil(n / batch)
 
@@ -236,12 +242,11 @@ def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task
     """Corrupt ``images`` (B, H, W) for ``task`` ("masked" or "denoise"), run the dynamics ``steps`` times.
 
     Returns the MSE curve (t = 0..steps; masked: on the masked pixels, denoise: on all pixels), the decoded
-    trajectory (steps + 1, B, N, a), the clean target patches and the mask. The corruption is seeded by
-    ``cfg.seed``, so every model sees the same test inputs.
+    trajectory (steps + 1, B, N, a), the clean target patches and the mask (corrupted by :func:`corrupt_test`).
     """
     if task not in ("masked", "denoise"):
         raise ValueError(f"task must be 'masked' or 'denoise', got {task!r}")
-    inp, target, mask = corrupt(task, images, cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+    inp, target, mask = corrupt_test(task, images, cfg.patch, cfg)
     pix = bare_trajectory(model, inp, steps)
     return _curve(pix, target, mask), pix, target, mask
 
@@ -295,7 +300,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             _variances(res, "bare", pix[best], mask)
             _variances(res, "data", target, mask)
             # the long-time state: distance to the mean digit and to the clean input
-            inp, _, _ = corrupt(task, test[:cfg.n_long], cfg.patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+            inp, _, _ = corrupt_test(task, test[:cfg.n_long], cfg.patch, cfg)
             long = bare_trajectory(model, inp, cfg.long_iterations)[-1]
             res.final["long/mse_to_mean_digit"] = float(((long - mean_patches) ** 2).mean())
             res.final["long/mse_to_input"] = float(((long - target[:cfg.n_long]) ** 2).mean())
@@ -304,7 +309,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         block, bhist = train_block(cfg, data, task, device, _sub(out_dir, f"block-{task}"), resume)
         block.eval()
         res.histories[f"block/{task}"] = bhist
-        inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+        inp, target, mask = corrupt_test(task, test, cfg.baseline_patch, cfg)
         with torch.no_grad():
             pix = block.trajectory(inp, cfg.iterations)  # (T, B, N, a), t = 1..T
         curve = [float("nan")] + _curve(pix, target, mask)  # index = t; t = 0 is not defined for the block
@@ -318,7 +323,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         vit, vhist = train_vit(cfg, data, task, device, _sub(out_dir, f"vit-{task}"), resume)
         vit.eval()
         res.histories[f"vit/{task}"] = vhist
-        inp, target, mask = corrupt(task, test, cfg.baseline_patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
+        inp, target, mask = corrupt_test(task, test, cfg.baseline_patch, cfg)
         with torch.no_grad():
             pred = vit(inp)  # (B, N, a): one pass, the ViT is not iterated
         res.final[f"vit/{task}/mse"] = float(im.masked_mse(pred, target, mask).mean())
@@ -328,5 +333,5 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     return res
 
 
-__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "train_bare", "train_block", "train_vit",
-           "bare_trajectory", "bare_curve"]
+__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "corrupt_test", "train_bare", "train_block",
+           "train_vit", "bare_trajectory", "bare_curve"]
