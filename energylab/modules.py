@@ -120,8 +120,10 @@ class ExpressiveAttention(_QKVAttention):
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         if value_checks_off():  # torch.func / compile: the composite route, (B, H, N, N) weights
             return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
-        y = fa.expressive_attention((q * self.scale).flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), mask)
-        return self.out(merge_heads(y.view_as(q)))  # the tiled kernel keeps no (N, N) tensor
+        # one copy into (3, B·H, N, d_h), the kernel's layout (three flattens would copy three times)
+        q, k, v = torch.stack([q, k, v]).flatten(1, 2)
+        y = fa.expressive_attention(q * self.scale, k, v, mask)  # the tiled kernel keeps no (N, N) tensor
+        return self.out(merge_heads(y.view(x.shape[0], self.heads, x.shape[1], -1)))
 
 
 class MHA2nd1st(nn.Module):

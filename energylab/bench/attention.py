@@ -7,12 +7,17 @@ autograd saves for the backward pass (unique storages, measured with ``saved_ten
 allocated memory is reported as well), and ``n2_units`` expresses it in units of one (B, H, N, N) float tensor, so
 the O(B·H·N²) + O(B·N·d) budget can be read off directly.
 
-On CPU everything runs on one thread. On two threads of a shared two-core machine (load about 3.5), the tiled
-kernels of :mod:`energylab.fast_attention` (hundreds of small parallel regions per call, each waiting for a
-descheduled thread) had medians of 20-30× SDPA's (a single region) while their minima stayed at 1.5-3×
-(committed run of 2026-11-23, 19:00 UTC): a measurement of the load, not of the kernels.
+On CPU everything runs on one thread and is timed in CPU seconds of this process (``time.process_time``), so that
+other processes on a shared machine stay out of the ratios (on CUDA: wall time after synchronising). On two
+threads of a shared two-core machine (load about 3.5), the tiled kernels of :mod:`energylab.fast_attention`
+(hundreds of small parallel regions per call, each waiting for a descheduled thread) had medians of 20-30× SDPA's
+(a single region) while their minima stayed at 1.5-3× (run of 2026-11-23, 19:00 UTC): a measurement of the load,
+not of the kernels.
 """
 from __future__ import annotations
+
+import time
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -97,7 +102,8 @@ def _peak_cuda_bytes(layer, x) -> int | None:
     return torch.cuda.max_memory_allocated() - base
 
 
-def paired_ratio(reference, candidate, repeats: int, warmup: int = 2) -> tuple[float, float]:
+def paired_ratio(reference, candidate, repeats: int, warmup: int = 2,
+                 clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
     """(median ratio, min ratio) of candidate to reference times, measured in alternation (load drifts cancel).
 
     On a shared machine other processes only ever add time, so the ratio of minima is the steadier number.
@@ -107,8 +113,8 @@ def paired_ratio(reference, candidate, repeats: int, warmup: int = 2) -> tuple[f
         candidate()
     ref_times, times = [], []
     for _ in range(repeats):
-        ref_times.append(median_time(reference, repeats=1, warmup=0))
-        times.append(median_time(candidate, repeats=1, warmup=0))
+        ref_times.append(median_time(reference, repeats=1, warmup=0, clock=clock))
+        times.append(median_time(candidate, repeats=1, warmup=0, clock=clock))
     ref_times.sort()
     times.sort()
     return times[len(times) // 2] / ref_times[len(ref_times) // 2], times[0] / ref_times[0]
@@ -135,6 +141,7 @@ def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
     token_counts = (64,) if quick else (256, 1024)
     repeats = 3 if quick else 10
     dtype = str(dtype_).removeprefix("torch.")
+    clock = time.process_time if device == "cpu" else time.perf_counter  # one CPU thread: its CPU seconds
     rows = []
     for n_tokens in token_counts:
         torch.manual_seed(0)
@@ -148,7 +155,7 @@ def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
                          _peak_cuda_bytes(reference, x), where))
         for name, make, target, memory_target in LAYERS:
             layer = make(dim, heads).to(device, dtype_)
-            ratio = paired_ratio(ref_step, _fwd_bwd(layer, x), repeats=repeats)
+            ratio = paired_ratio(ref_step, _fwd_bwd(layer, x), repeats=repeats, clock=clock)
             rows.append(_row(name, n_tokens, ratio, saved_bytes(layer, x), ref_bytes, n2_bytes,
                              (target, memory_target), _peak_cuda_bytes(layer, x), where))
     return rows
