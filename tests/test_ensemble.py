@@ -166,3 +166,28 @@ def test_ensemble_run_folder_rules(tmp_path):
     with pytest.raises(TrainingDiverged, match=r"step 5 \(0-based\) for seeds \[0, 3, 4\]; the last good checkpoint "
                                                r"\(step 4\) is kept in .*nan.checkpoint.pt$"):
         train_ensemble(make_model, nan_late, batches, cfg, SEEDS, out_dir=str(tmp_path / "nan"), after_step=count)
+
+
+def test_compiled_ensemble_matches_independent_runs_and_compiles_once():
+    """compile=True: the vmapped step runs as compiled graphs (counted by dynamo), compiled once for two runs,
+    with the same histories (steps, names) as the eager independent runs and their numbers up to rounding."""
+    from torch._dynamo.utils import counters
+
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 12, "eval_every": 6, "log_every": 4})
+    compiled = TrainConfig(**{**cfg.__dict__, "compile": True})
+    counters.clear()
+    first = train_ensemble(make_model, loss_fn, batches, compiled, SEEDS, eval_fn=eval_fn, vmapped=True)
+    graphs = counters["stats"]["unique_graphs"]
+    second = train_ensemble(make_model, loss_fn, batches, compiled, SEEDS, eval_fn=eval_fn, vmapped=True)
+    assert graphs >= 1 and counters["stats"]["unique_graphs"] == graphs  # compiled, and not again
+    for ens in (first, second):
+        assert ens.vmapped
+        for (model, h), m2, h2 in zip(_independent(cfg), ens.models, ens.histories):
+            assert h.steps == h2.steps and set(h.curves) == set(h2.curves) == {"loss", "acc", "eval/mse"}
+            for name in h.curves:
+                assert torch.allclose(torch.tensor(h.curves[name]), torch.tensor(h2.curves[name]), rtol=1e-9,
+                                      atol=1e-11)
+            for p, q in zip(model.parameters(), m2.parameters()):
+                assert torch.allclose(p, q, rtol=1e-9, atol=1e-11)
+    assert all(torch.equal(p, q) for a, b in zip(first.models, second.models)
+               for p, q in zip(a.parameters(), b.parameters()))
