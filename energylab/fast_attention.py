@@ -50,10 +50,10 @@ def _masked(s: torch.Tensor, mask, rows: slice, value: float) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- expressive attention
 class _Expressive(torch.autograd.Function):
-    """y_m = Σ_k w_mk v_k / Σ_k w_mk, w = s²/(1+s²), s = q kᵀ (paper 001). Saves q, k, v, y and the row sums N_m.
+    """y_m = Σ_k w_mk v_k / Σ_k w_mk, w = s²/(1+s²), s = c q kᵀ (scale c; paper 001). Saves q, k, v, y, row sums N_m.
 
     Backward, with r = 1/(1+s²), w = s² r, dw/ds = 2 s r² and g_m = ∂L/∂y_m / N_m:
-    ∂L/∂v_k = Σ_m w_mk g_m, ∂L/∂s_mk = 2 s r² (g_m·v_k − g_m·y_m), then ∂L/∂q = (∂L/∂s) k, ∂L/∂k = (∂L/∂s)ᵀ q.
+    ∂L/∂v_k = Σ_m w_mk g_m, ∂L/∂s_mk = 2 s r² (g_m·v_k − g_m·y_m), then ∂L/∂q = c (∂L/∂s) k, ∂L/∂k = c (∂L/∂s)ᵀ q.
     A masked score is set to 0: its weight and its gradient factor are then exactly 0. A row whose scores are all 0
     returns zeros (as :func:`energylab.forms.expressive.expressive_weights`) and passes no gradient back.
 
@@ -63,12 +63,12 @@ class _Expressive(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, mask):
+    def forward(ctx, q, k, v, mask, scale):
         out = q.new_empty(q.shape[:-1] + v.shape[-1:])
         norm = q.new_empty(q.shape[:-1] + (1,))
         one, work = q.new_ones(()), _Workspace(q, 2)
         for b, rows in tiles(q.shape[0], q.shape[1], k.shape[1]):
-            s, d = work.scores(q[b, rows], k[b])
+            s, d = work.scores(q[b, rows], k[b], scale)
             _masked(s, mask, rows, 0.0)
             torch.addcmul(one, s, s, out=d)  # 1 + s²
             w = s.square_().div_(d)
@@ -76,6 +76,7 @@ class _Expressive(torch.autograd.Function):
             torch.sum(w, -1, keepdim=True, out=norm[b, rows])  # N_m
         norm.clamp_min_(torch.finfo(out.dtype).tiny)  # a row of zero scores returns zeros
         y = out.div_(norm)
+        ctx.scale = scale
         ctx.save_for_backward(q, k, v, norm, y, mask)
         return y
 
@@ -83,6 +84,7 @@ class _Expressive(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y):
         q, k, v, norm, y, mask = ctx.saved_tensors
+        scale = ctx.scale
         g = (grad_y / norm).masked_fill_(norm <= torch.finfo(norm.dtype).tiny, 0.0)  # zero rows: zero gradient
         g2, gy = 2 * g, -2 * (g * y).sum(-1, keepdim=True)  # ∂L/∂w = 2 g vᵀ − 2 g·y: one product, gy broadcast
         grad_q = torch.empty_like(q)
@@ -90,15 +92,15 @@ class _Expressive(torch.autograd.Function):
         one, work = q.new_ones(()), _Workspace(q, 3)
         for b, rows in tiles(q.shape[0], q.shape[1], k.shape[1]):
             qb, kb = q[b, rows], k[b]
-            s, r, u = work.scores(qb, kb)
+            s, r, u = work.scores(qb, kb, scale)
             _masked(s, mask, rows, 0.0)
             torch.addcmul(one, s, s, out=r).reciprocal_()  # r = 1/(1+s²)
             torch.mul(s, r, out=u)  # s r
             grad_v_t[b].baddbmm_(g[b, rows].transpose(-1, -2), s.mul_(u))  # gᵀ w, w = s·(s r)
             grad_s = torch.baddbmm(gy[b, rows], g2[b, rows], v[b].transpose(-1, -2), out=s).mul_(u.mul_(r))  # · s r²
-            torch.matmul(grad_s, kb, out=grad_q[b, rows])
-            grad_k_t[b].baddbmm_(qb.transpose(-1, -2), grad_s)
-        return grad_q, grad_k_t.transpose(-1, -2), grad_v_t.transpose(-1, -2), None
+            torch.baddbmm(grad_q[b, rows], grad_s, kb, beta=0, alpha=scale, out=grad_q[b, rows])
+            grad_k_t[b].baddbmm_(qb.transpose(-1, -2), grad_s, alpha=scale)
+        return grad_q, grad_k_t.transpose(-1, -2), grad_v_t.transpose(-1, -2), None, None
 
 
 class _Workspace:
@@ -107,23 +109,26 @@ class _Workspace:
     def __init__(self, like: torch.Tensor, count: int):
         self.like, self.count, self.buffers = like, count, None
 
-    def scores(self, qb: torch.Tensor, kb: torch.Tensor) -> list[torch.Tensor]:
-        """[qb kbᵀ, then count − 1 free buffers], all of the tile's shape (views of the first tile's buffers)."""
+    def scores(self, qb: torch.Tensor, kb: torch.Tensor, scale: float = 1.0) -> list[torch.Tensor]:
+        """[scale · qb kbᵀ, then count − 1 free buffers], all of the tile's shape (views of the first tile's buffers).
+
+        The scale multiplies inside the product (free: no pass over the tile)."""
         shape = qb.shape[:-1] + kb.shape[-2:-1]
         numel = shape.numel()
         if self.buffers is None:
             self.buffers = [self.like.new_empty(numel) for _ in range(self.count)]
         views = [buf[:numel].view(shape) for buf in self.buffers]
-        torch.matmul(qb, kb.transpose(-1, -2), out=views[0])
+        torch.baddbmm(views[0], qb, kb.transpose(-1, -2), beta=0, alpha=scale, out=views[0])  # scale: free
         return views
 
 
-def expressive_attention(q, k, v, mask=None):
-    """EA's Σ_k a_mk v_k, a = expressive_weights(q kᵀ, mask) (paper 001), tiled, O(B·H·N) saved memory.
+def expressive_attention(q, k, v, mask=None, scale: float = 1.0):
+    """EA's Σ_k a_mk v_k, a = expressive_weights(scale · q kᵀ, mask) (paper 001), tiled, O(B·H·N) saved memory.
 
     q: (BH, M, d_h), k: (BH, N, d_h), v: (BH, N, e), mask: None or boolean (M, N) (True = allowed) -> (BH, M, e).
+    The scale multiplies inside the matrix products (no pass over q or the scores).
     """
-    return _Expressive.apply(q, k, v, mask)
+    return _Expressive.apply(q, k, v, mask, scale)
 
 
 # ----------------------------------------------------------------------------- Hyper-SET's symmetric forms
@@ -140,8 +145,8 @@ class _BiSoftmax(torch.autograd.Function):
         rows_out, cols_out_t = torch.empty_like(z), _zeros_t(z)
         work = _Workspace(z, 1)
         for b, rows in tiles(z.shape[0], z.shape[1], z.shape[1]):
-            (s,) = work.scores(z[b, rows], z[b])
-            a = torch.softmax(s.mul_(beta), dim=-1)
+            (s,) = work.scores(z[b, rows], z[b], beta)
+            a = torch.softmax(s, dim=-1)
             torch.matmul(a, z[b], out=rows_out[b, rows])  # Σ_j A_ij z_j
             cols_out_t[b].baddbmm_(z[b, rows].transpose(-1, -2), a)  # (Σ_i A_ik z_i)ᵀ
         ctx.beta = beta
@@ -158,8 +163,8 @@ class _BiSoftmax(torch.autograd.Function):
         work = _Workspace(z, 2)
         for b, rows in tiles(z.shape[0], z.shape[1], z.shape[1]):
             zb, gb = z[b, rows], grad[b, rows]
-            s, da = work.scores(zb, z[b])
-            a = torch.softmax(s.mul_(beta), dim=-1)
+            s, da = work.scores(zb, z[b], beta)
+            a = torch.softmax(s, dim=-1)
             ag = a @ grad[b]  # (A G) rows
             dz_t[b].baddbmm_(gb.transpose(-1, -2), a)  # (Aᵀ G)ᵀ
             delta = (gb * az[b, rows]).sum(-1, keepdim=True) + (zb * ag).sum(-1, keepdim=True)
@@ -186,8 +191,8 @@ class _Sigmoid(torch.autograd.Function):
         y = torch.empty_like(z)
         work = _Workspace(z, 2)
         for b, rows in tiles(z.shape[0], z.shape[1], z.shape[1]):
-            s, f = work.scores(z[b, rows], z[b])
-            sig = s.mul_(beta).sigmoid_()
+            s, f = work.scores(z[b, rows], z[b], beta)
+            sig = s.sigmoid_()
             y[b, rows] = torch.addcmul(sig, sig, sig, value=-1.0, out=f) @ z[b]  # σ' = σ − σ²
         ctx.beta = beta
         ctx.save_for_backward(z)
@@ -202,8 +207,8 @@ class _Sigmoid(torch.autograd.Function):
         work = _Workspace(z, 3)
         for b, rows in tiles(z.shape[0], z.shape[1], z.shape[1]):
             zb, gb = z[b, rows], grad[b, rows]
-            s, f, gs = work.scores(zb, z[b])
-            sig = s.mul_(beta).sigmoid_()
+            s, f, gs = work.scores(zb, z[b], beta)
+            sig = s.sigmoid_()
             torch.addcmul(sig, sig, sig, value=-1.0, out=f)  # σ'(S) = σ − σ²
             fg = f @ grad[b]  # F G (F symmetric)
             ds = torch.matmul(gb, z[b].transpose(-1, -2), out=gs).mul_(f).mul_(sig.mul_(-2).add_(1))  # ⊙ σ''

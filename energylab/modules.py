@@ -120,9 +120,8 @@ class ExpressiveAttention(_QKVAttention):
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         if value_checks_off():  # torch.func / compile: the composite route, (B, H, N, N) weights
             return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
-        # one copy into (3, B·H, N, d_h), the kernel's layout (three flattens would copy three times)
-        q, k, v = torch.stack([q, k, v]).flatten(1, 2)
-        y = fa.expressive_attention(q * self.scale, k, v, mask)  # the tiled kernel keeps no (N, N) tensor
+        q, k, v = torch.stack([q, k, v]).flatten(1, 2)  # one copy into the kernel's (B·H, N, d_h) layout, not three
+        y = fa.expressive_attention(q, k, v, mask, self.scale)  # the tiled kernel keeps no (N, N) tensor
         return self.out(merge_heads(y.view(x.shape[0], self.heads, x.shape[1], -1)))
 
 

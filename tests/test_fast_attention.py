@@ -63,6 +63,8 @@ def _cases(dtype):
         "expressive": (fa.expressive_attention, lambda q, k, v: ea.expressive_weights(q @ k.mT) @ v, (q, k, v)),
         "expressive-causal": (lambda q, k, v: fa.expressive_attention(q, k, v, _causal()),
                               lambda q, k, v: ea.expressive_weights(q @ k.mT, _causal()) @ v, (q, k, v)),
+        "expressive-scaled": (lambda q, k, v: fa.expressive_attention(q, k, v, scale=0.37),
+                              lambda q, k, v: ea.expressive_weights(0.37 * q @ k.mT) @ v, (q, k, v)),
         "bisoftmax": (lambda z: fa.bisoftmax_attention(z, 0.7), lambda z: _bisoftmax_reference(z, 0.7), (z,)),
         "sigmoid": (lambda z: fa.sigmoid_attention(z, 0.7), lambda z: _sigmoid_reference(z, 0.7), (z,)),
         "newton": (_newton_fast, _newton_reference, (q, k, T, T2, G)),
@@ -125,7 +127,7 @@ def test_flex_route_equals_the_kernel():
         mask = torch.ones(16, 16, dtype=torch.bool).tril() if causal else None
         with torch.no_grad():
             flex = fa.flex_expressive_attention(q, k, v, causal, scale=0.5, compiled=False)
-        tiled = fa.expressive_attention((0.5 * q).flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), mask)
+        tiled = fa.expressive_attention(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), mask, scale=0.5)
         assert _rel(flex, tiled.view_as(flex)) < 1e-12
 
 
