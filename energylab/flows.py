@@ -24,8 +24,11 @@ live in :mod:`energylab.sphere`.
 
 Speed: the default integrator (float64, PyTorch's attention kernel) is the reference the website's JavaScript explorer
 and the tests compare against. For long or large runs, float32 tokens with ``FlowConfig(fused=True)`` take one
-compiled kernel per Euler step (:mod:`energylab.fused_flow`): about 4x faster than float64 at 1,024 tokens, within
-3e-5 of it after 1,000 steps (``python -m energylab.bench sphere``), after a compilation of a few seconds.
+kernel call per Euler step: where every head's Q_hᵀK_h is symmetric and there is no mask (the identity, symmetric
+and antisymmetric presets), a C kernel that computes each exponential once for the pairs (i, j) and (j, i)
+(:mod:`energylab.symmetric_flow`, compiled in about 0.5 s); otherwise one ``torch.compile``'d step
+(:mod:`energylab.fused_flow`, a few seconds to compile). :func:`fused_way` says which. Speeds and the float32
+error against float64 at 1,024 tokens and 1,000 steps: ``python -m energylab.bench sphere``.
 
 Shapes: B batch, N tokens (particles), d dimension, H heads, d_h query/key width per head, S saved states.
 Tokens are (B, N, d); weights Q, K are (H, d_h, d) and V is (H, d, d).
@@ -40,7 +43,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from energylab import fused_flow
+from energylab import fused_flow, symmetric_flow
 from energylab._checks import check_count, check_divides, check_int, check_overflow, check_positive, check_tensor
 from energylab.forms.sphere import sphere_interaction_energy
 from energylab.sphere import normalize, random_tokens, unit_tangent_projection
@@ -197,7 +200,7 @@ class FlowConfig:
     steps: int = 100  # number of steps; total time steps * step
     method: str = "euler"  # "euler" (x + h v, renormalised) or "rk4" (RK4 in R^d, renormalised)
     save_every: int = 1  # keep one state in this many steps
-    fused: bool = False  # Euler only: one torch.compile'd kernel per step (energylab.fused_flow); pays off in float32
+    fused: bool = False  # Euler only: one kernel call per step (fused_way: symmetric_flow or fused_flow); use float32
 
 
 @dataclass
@@ -248,7 +251,7 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
         raise ValueError(f"fused=True integrates with method='euler' only, got method={config.method!r}")
     step = _flow_step
     if config.fused and (not config.normalized or fused_flow.shift_is_safe(w.Q, w.K, config.beta, x0.dtype)):
-        step = _fused_stepper(x0, w, config)
+        step = _symmetric_stepper(x0, w, config) or _fused_stepper(x0, w, config)
     x, saved, times = x0, [x0], [0]
     for s in range(1, config.steps + 1):
         x = step(x, w, config)
@@ -284,6 +287,40 @@ def _fused_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
     return fused
 
 
+def fused_way(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> str:
+    """Which step ``fused=True`` takes for these tokens, weights and config (before any compiler failure).
+
+    ``"symmetric"``: every head's Q_hᵀK_h is symmetric, no causal mask, CPU tokens in float32 or float64
+    (:mod:`energylab.symmetric_flow`, half the exponentials); ``"fused"``: the compiled step of
+    :mod:`energylab.fused_flow`; ``"unfused"``: not fused at all (SA where the shift could underflow a row).
+    """
+    w = _check_match(x0, weights)
+    if config.normalized and not fused_flow.shift_is_safe(w.Q, w.K, config.beta, x0.dtype):
+        return "unfused"
+    symmetric = (not config.causal and x0.device.type == "cpu" and x0.dtype in (torch.float32, torch.float64)
+                 and symmetric_flow.symmetric_scores(w.Q, w.K) is not None)
+    return "symmetric" if symmetric else "fused"
+
+
+def _symmetric_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
+    """The Euler step of :mod:`energylab.symmetric_flow` as a ``(x, w, config) -> x``, or None where it does not
+    apply (``fused_way``) or no C compiler builds it (then it warns once and the compiled fused step is used)."""
+    if fused_way(x0, w, config) != "symmetric":
+        return None
+    try:
+        one_step = symmetric_flow.stepper(x0, symmetric_flow.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K,
+                                          config.beta, config.step, config.normalized)
+    except Exception as err:  # noqa: BLE001 - any compiler failure: the fused step computes the same flow
+        warnings.warn(f"the symmetric sphere step could not be built ({type(err).__name__}: {err}); "
+                      "using the fused step")
+        return None
+
+    def symmetric(x, w, config):  # x (B, N, d) -> x.mT (B, d, N) -> one C call -> back as a (B, N, d) view
+        return one_step(x.transpose(-1, -2).contiguous()).transpose(-1, -2)
+
+    return symmetric
+
+
 def _usa_overflow_message(config: FlowConfig, dtype) -> str:
     limit = math.log(torch.finfo(dtype).max)
     msg = (f"beta={config.beta:g}, step={config.step:g}: {_USA_EXP} overflowed {dtype}; the safe range is "
@@ -305,4 +342,4 @@ def simulate_preset(n: int = 64, beta: float = 1.0, preset: str = "identity", he
 
 
 __all__ = ["SphereWeights", "PRESETS", "preset_weights", "velocity", "energy", "FlowConfig", "Trajectory", "simulate",
-           "simulate_preset"]
+           "fused_way", "simulate_preset"]

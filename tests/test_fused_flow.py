@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from energylab import fused_flow
-from energylab.flows import PRESETS, FlowConfig, SphereWeights, preset_weights, simulate
+from energylab.flows import PRESETS, FlowConfig, SphereWeights, fused_way, preset_weights, simulate
 from energylab.sphere import random_tokens
 
-FLOAT32_TOL = 1e-4  # max |x_float32 fused - x_float64| after 200 steps of h = 0.05 (measured: ~3e-6 here,
-#                    3e-5 at 1,024 tokens and 1,000 steps of h = 0.01 in the sphere benchmark)
+FLOAT32_TOL = 1e-4  # max |x_float32 fused - x_float64| after 200 steps of h = 0.05 (the random preset here)
 
 
 def _weights_tensors(w: SphereWeights):
@@ -52,13 +51,14 @@ def test_fused_formula_with_general_weights_in_higher_dimension():
 
 def test_compiled_fused_flow_float32_matches_float64():
     x64 = random_tokens(1, 64, 3, seed=7)
-    w64 = preset_weights("identity", 3)
+    w64 = preset_weights("random", 3)  # Q_hᵀK_h not symmetric: the compiled step, not energylab.symmetric_flow
     base = FlowConfig(beta=2.0, step=0.05, steps=200, save_every=50)
+    w32 = w64.to(x64.float())  # the same weights rounded (the preset draws other numbers in float32)
+    assert fused_way(x64.float(), w32, FlowConfig(**{**base.__dict__, "fused": True})) == "fused"
     want = simulate(x64, w64, base)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got32 = simulate(x64.float(), preset_weights("identity", 3, dtype=torch.float32),
-                         FlowConfig(**{**base.__dict__, "fused": True}))
+        got32 = simulate(x64.float(), w32, FlowConfig(**{**base.__dict__, "fused": True}))
     assert not [w for w in caught if "fused sphere step" in str(w.message)]  # compiled, no silent fallback
     assert got32.x.shape == want.x.shape == (5, 1, 64, 3)
     assert got32.x.dtype == torch.float32
