@@ -2,10 +2,10 @@
 
 Each time is a ratio (median and ratio of minima) to a plain SDPA multi-head attention (qkv projection,
 ``F.scaled_dot_product_attention``, output projection) measured in the same run, in alternation with the layer (so
-that load from other processes hits both): median over ``repeats`` after warm-up, forward + backward. Memory is what
-autograd saves for the backward pass (unique storages, measured with ``saved_tensors_hooks``; on CUDA the peak
-allocated memory is reported as well), and ``n2_units`` expresses it in units of one (B, H, N, N) float tensor, so
-the O(B·H·N²) + O(B·N·d) budget can be read off directly.
+that load from other processes hits both): median over 30 rounds at 256 tokens and 10 at 1,024 after warm-up,
+forward + backward. Memory is what autograd saves for the backward pass (unique storages, measured with
+``saved_tensors_hooks``; on CUDA the peak allocated memory is reported as well), and ``n2_units`` expresses it in
+units of one (B, H, N, N) float tensor, so the O(B·H·N²) + O(B·N·d) budget can be read off directly.
 
 On CPU everything runs on one thread and is timed in CPU seconds of this process (``time.process_time``), so that
 other processes on a shared machine stay out of the ratios (on CUDA: wall time after synchronising). On two
@@ -139,11 +139,12 @@ def run(quick: bool, device: str = "cpu", dtype: str = "float32") -> list[dict]:
 def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
     batch, dim, heads = (2, 64, 4) if quick else (8, 256, 8)
     token_counts = (64,) if quick else (256, 1024)
-    repeats = 3 if quick else 10
     dtype = str(dtype_).removeprefix("torch.")
     clock = time.process_time if device == "cpu" else time.perf_counter  # one CPU thread: its CPU seconds
     rows = []
     for n_tokens in token_counts:
+        # alternated rounds: 30 where a round is cheap (0.15 s at 256 tokens), 10 at 1,024 tokens (1.5 s)
+        repeats = 3 if quick else (30 if n_tokens <= 256 else 10)
         torch.manual_seed(0)
         x = torch.randn(batch, n_tokens, dim, device=device, dtype=dtype_)
         reference = _ReferenceMHA(dim, heads).to(device, dtype_)
