@@ -1,0 +1,80 @@
+"""Every claim chapter 9 (section 9.9) makes about the committed medium run, read from results/recurrent/medium.json."""
+import math
+import os
+
+import pytest
+
+from energylab.committed import committed_path, load_committed
+from energylab.experiments import recurrent
+
+
+@pytest.fixture(scope="module")
+def medium():
+    return load_committed("recurrent", "medium")
+
+
+def _board(final, layer, s, t):
+    return round(final[f"{layer}/4x4-{s}/board@T{t}"], 3)
+
+
+def test_the_file_is_the_medium_profile(medium):
+    results, provenance = medium
+    want = recurrent.PROFILES["medium"]
+    for name in ("size", "n_train", "n_test", "dim", "heads", "iterations", "epochs", "batch_size", "lr",
+                 "reg_weight", "n_sweep", "trace_iterations", "lyap_steps"):
+        assert results.config[name] == getattr(want, name), name
+    assert tuple(results.config["layers"]) == want.layers and len(want.layers) == 8
+    assert tuple(results.config["test_iterations"]) == (8, 16, 32, 64) and results.extra["trained_iterations"] == 16
+    assert provenance["dirty"] is False and provenance["machine"]["torch_threads"] == 1
+    assert round(provenance["seconds"] / 60, 1) == 13.3  # the COST line and the chapter's header say 13 min
+    assert os.path.getsize(committed_path("recurrent", "medium")) < 1_000_000
+
+
+def test_itrsa_scales_at_test_time_and_the_unnormalised_one_does_not_train(medium):
+    results, _ = medium
+    f = results.final
+    assert [_board(f, "itrsa", "ood", t) for t in (16, 32, 64)] == [0.760, 0.824, 0.844]
+    assert [_board(f, "itrsa", "id", t) for t in (16, 32, 64)] == [0.958, 0.974, 0.978]
+    assert all(_board(f, "itrsa-nonorm", s, t) == 0 for s in ("id", "ood") for t in (8, 16, 32, 64))
+    loss = results.histories["itrsa-nonorm"].curves["loss"]
+    assert round(loss[-1], 2) == 1.37 and min(loss) > 1.35 and abs(math.log(4) - 1.386) < 1e-3
+    base = {r["layer"]: r for r in results.tables["lyapunov"] if r["factor"] == "none"}
+    assert round(base["itrsa"]["lyapunov"], 3) == -0.111 and round(base["itrsa-nonorm"]["lyapunov"], 3) == 0.425
+
+
+def test_the_kuramoto_layers_learn_but_do_not_scale_and_akorn_does_not_lead(medium):
+    f = medium[0].final
+    assert [_board(f, "akorn", "ood", t) for t in (16, 32, 64)] == [0.372, 0.300, 0.010]
+    assert _board(f, "akorn-rmsnorm", "ood", 16) == 0.314 and _board(f, "akorn-rmsnorm", "ood", 64) == 0.058
+    assert _board(f, "akorn", "id", 16) == 0.760
+    assert all(f[f"itrsa/4x4-{s}/board@T{t}"] > f[f"akorn/4x4-{s}/board@T{t}"]
+               for s in ("id", "ood") for t in (8, 16, 32, 64))
+    kuramoto = [r["lyapunov"] for r in medium[0].tables["lyapunov"] if r["layer"].startswith("akorn")]
+    assert round(min(kuramoto), 3) == 0.000 and min(kuramoto) >= 0 and round(max(kuramoto), 3) == 0.115
+
+
+def test_the_regularisers_cost_accuracy(medium):
+    f = medium[0].final
+    assert {r: _board(f, f"itrsa+{r}", "ood", 16) for r in ("e-multi", "spectral", "e-single")} == {
+        "e-multi": 0.732, "spectral": 0.586, "e-single": 0.538}
+    assert _board(f, "itrsa+e-single", "ood", 64) == 0.740
+    assert _board(f, "akorn+spectral", "ood", 16) == 0.196
+
+
+def test_accuracy_against_the_lyapunov_exponent(medium):
+    rows = medium[0].tables["lyapunov"]
+    assert len(rows) == 56  # 8 models x (trained + 3 factors x 2 scales)
+    good = [r for r in rows if r["board"] > 0.5]
+    far = [r for r in rows if r["lyapunov"] > 0.2 or r["lyapunov"] < -0.3]
+    assert len(good) == 9 and all(-0.2 <= r["lyapunov"] <= 0.001 for r in good)  # "between -0.19 and +0.001"
+    assert round(min(r["lyapunov"] for r in good), 2) == -0.19
+    assert len(far) == 17 and round(max(r["board"] for r in far), 3) == 0.256
+
+
+def test_fig6_is_not_reproduced(medium):
+    trace = medium[0].extra["trace"]
+    pe, ci = trace["pseudo_energy"], trace["contribution"]
+    assert trace["layer"] == "akorn" and len(pe) == len(ci) == 64
+    assert round(pe[0], 1) == -712.8 and round(pe[-1]) == -587 and pe[-1] > pe[0]  # it rises
+    assert all((pe[i + 1] - pe[i]) * (pe[i + 2] - pe[i + 1]) < 0 for i in range(1, 20))  # period-2 alternation
+    assert round(ci[0], 3) == 0.243 and all(0.07 <= c <= 0.102 for c in ci[20:])  # "between 0.07 and 0.10"
