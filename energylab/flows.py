@@ -249,9 +249,11 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     w = _check_match(x0, weights)
     if config.fused and config.method != "euler":
         raise ValueError(f"fused=True integrates with method='euler' only, got method={config.method!r}")
-    step = _flow_step
-    if config.fused and (not config.normalized or fused_flow.shift_is_safe(w.Q, w.K, config.beta, x0.dtype)):
+    step, way = _flow_step, fused_way(x0, w, config) if config.fused else "unfused"
+    if way == "symmetric":
         step = _symmetric_stepper(x0, w, config) or _fused_stepper(x0, w, config)
+    elif way == "fused":
+        step = _fused_stepper(x0, w, config)
     x, saved, times = x0, [x0], [0]
     for s in range(1, config.steps + 1):
         x = step(x, w, config)
@@ -303,10 +305,8 @@ def fused_way(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> s
 
 
 def _symmetric_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.symmetric_flow` as a ``(x, w, config) -> x``, or None where it does not
-    apply (``fused_way``) or no C compiler builds it (then it warns once and the compiled fused step is used)."""
-    if fused_way(x0, w, config) != "symmetric":
-        return None
+    """The Euler step of :mod:`energylab.symmetric_flow` as a ``(x, w, config) -> x`` (where ``fused_way`` says
+    "symmetric"), or None where no C compiler builds it (then it warns once and the compiled fused step is used)."""
     try:
         one_step = symmetric_flow.stepper(x0, symmetric_flow.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K,
                                           config.beta, config.step, config.normalized)
