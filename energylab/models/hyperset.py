@@ -14,7 +14,9 @@ subtracts it. The RMSNorm Jacobian is dropped (eq. 9), as in the paper.
 
 Step sizes α_t, γ_t ∈ R^d per token and channel (Table 5): c_t = Lin(d→d) GELU Lin(e→d) sin_e(t) from a sinusoidal
 embedding of t (width e: 512 in the paper, ``time_dim`` here, default d), then [α_t, γ_t] = Lin(d→2d)(GELU(c_t +
-RMSNorm(x_0))); every Linear is zero-initialised, so at initialisation the layer is the identity. Variants:
+RMSNorm(u))) with u = x_0 (``condition="x0"``: Sudoku, as the authors' Sudoku code) or u = x_t (``"xt"``: the image
+models, as the paper's App. D.3). Only the last Linear is zero-initialised, so at initialisation the layer is the
+identity and the time maps still learn (see :class:`StepSizes` for why not all three). Variants:
 the attention energies of Table 18 (``attention="sigmoid"``, ``"linear"``), the feedforward energies of Table 19
 (``feedforward="softmax"``, ``"gated"``), fixed step sizes α_t = γ_t = s (``step=s``, Table 3) and depth-wise LoRA
 (``lora_rank=r``: W + B_t A_t and D + B'_t A'_t per iteration, Table 4). ``gains=True`` gives the projections
@@ -66,21 +68,25 @@ def sinusoidal_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
 
 
 class StepSizes(nn.Module):
-    """α_t, γ_t (B, N, d) from t and x_0 (Table 5; zero-initialised, so both are 0 at initialisation)."""
+    """α_t, γ_t (B, N, d) from t and a condition u (x_0 or x_t): Lin(d→2d) GELU(c_t + RMSNorm(u)) (Table 5, eq. 12).
+
+    Only the last map is zero-initialised (ReZero-style: α = γ = 0, the layer is the identity at initialisation).
+    Zero-initialising all three maps, as Table 5's description and the authors' Sudoku code do, is a saddle: the
+    time map's output c_t = 0 has gradient ∝ ``out.weight`` and ``time[2]``'s ∝ GELU(time[0](e)) = 0, so neither
+    time map ever moves except ``time[2].bias``, and α_t, γ_t stay constant over t (a test checks both cases)."""
 
     def __init__(self, dim: int, time_dim: int | None = None):
         super().__init__()
         self.time_dim = time_dim or dim + dim % 2
         self.time = nn.Sequential(nn.Linear(self.time_dim, dim), nn.GELU(), nn.Linear(dim, dim))
         self.out = nn.Linear(dim, 2 * dim)
-        for lin in (self.time[0], self.time[2], self.out):
-            nn.init.zeros_(lin.weight)
-            nn.init.zeros_(lin.bias)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
 
-    def forward(self, t: int, x0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        e = sinusoidal_embedding(torch.tensor(float(t), device=x0.device), self.time_dim).to(x0.dtype)
+    def forward(self, t: int, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e = sinusoidal_embedding(torch.tensor(float(t), device=u.device), self.time_dim).to(u.dtype)
         c = self.time(e)  # (d,)
-        return self.out(F.gelu(c + F.rms_norm(x0, (x0.shape[-1],)))).chunk(2, dim=-1)
+        return self.out(F.gelu(c + F.rms_norm(u, (u.shape[-1],)))).chunk(2, dim=-1)
 
 
 def _rms(u: torch.Tensor, gain: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -91,15 +97,18 @@ class HyperSETLayer(nn.Module):
     """One Hyper-SET iteration (see the module docstring); called as ``layer(x, c, t=t, x0=x0)``.
 
     dim d, heads H (d_h = d/H), ffn_mult: M = ffn_mult·d hidden units of D. The injected input c is not used:
-    the input enters through x_0 (the starting state and the step sizes' condition), as in the paper.
+    the input enters through x_0 (the starting state, and with ``condition="x0"`` the step sizes' condition).
     """
 
     takes_step = True
 
     def __init__(self, dim: int, heads: int, ffn_mult: int = 4, attention: str = "bisoftmax",
                  feedforward: str = "relu", step: float | None = None, lora_rank: int = 0, lora_iterations: int = 8,
-                 gains: bool = False, time_dim: int | None = None, eps: float = 1e-6):
+                 gains: bool = False, time_dim: int | None = None, condition: str = "x0", eps: float = 1e-6):
         super().__init__()
+        if condition not in ("x0", "xt"):
+            raise ValueError(f"condition must be 'x0' or 'xt', got {condition!r}")
+        self.condition = condition
         self.head_dim = dim // check_divides("heads", heads, dim)
         if attention not in ATTENTIONS or feedforward not in FEEDFORWARDS:
             raise ValueError(f"attention must be one of {sorted(ATTENTIONS)} and feedforward one of "
@@ -182,7 +191,7 @@ class HyperSETLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None, t: int = 1,
                 x0: torch.Tensor | None = None) -> torch.Tensor:
-        alpha, gamma = self.step_sizes(x if x0 is None else x0, t)
+        alpha, gamma = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
         x = x + alpha * self.attention_update(x, t)
         return x + gamma * self.feedforward_update(x, t)
 
@@ -246,7 +255,8 @@ class HyperSET(nn.Module):
         self.pos = nn.Parameter(torch.randn(n_patches + 1, dim))
         if layer.startswith("hyperset"):
             kwargs = dict(VARIANTS[layer[len("hyperset-"):]] if "-" in layer else {})
-            self.layer = HyperSETLayer(dim, heads, ffn_mult, lora_iterations=iterations, **kwargs)
+            # the step sizes see the current state x_t, as the paper's image models do (App. D.3)
+            self.layer = HyperSETLayer(dim, heads, ffn_mult, lora_iterations=iterations, condition="xt", **kwargs)
         else:
             self.layer = LAYERS[layer](dim, heads, ffn_mult)
         self.norm = nn.RMSNorm(dim)
