@@ -65,7 +65,15 @@ class Config:
     progress: bool = True  # progress bars
     regulariser: str = "none"  # "none", "spectral", "e-multi" or "e-single" (energylab.models.regularisers)
     reg_weight: float = 0.0  # weight w of the regulariser: loss = CE + w · R (0: off)
+    layers: tuple[str, ...] = ()  # a league: one run of ``layer`` per name here (() = just ``layer``), merged
+    layer_lr: tuple[str, ...] = ()  # per-layer learning rates in a league, "name=lr" (others use ``lr``)
+    n_trace: int = 200  # boards of the first test set on which a layer's ``metrics`` are traced along t (0: off)
 
+
+# Learning rates of the league (AdamW, cosine): the better of 1e-3 and 3e-3 for each layer on the quick 4×4 profile
+# (board accuracy at T = 8 on 4x4-id; measured 2026-11-25, one seed): Hyper-SET 0.040 at 1e-3 against 0.878 at
+# 3e-3; the other three are within a few points at both (see chapter 8, section 8.5)
+LEAGUE_LR = ("hyperset=0.003",)
 
 PROFILES = {
     # 4×4, d = 64, T = 8: measured 78-93 s on one CPU thread (1,170 steps, data and evaluation included);
@@ -75,6 +83,12 @@ PROFILES = {
     # 6x6-id 87% / 6x6-ood 23% boards at T = 8, 92% / 46% at T = 32
     "medium-cpu": Config(size=6, train_set="6x6-id", test_sets=("6x6-id", "6x6-ood"), n_train=9000, n_test=1000,
                          dim=64, heads=4, iterations=8, epochs=40, batch_size=64, warmup_steps=200, eval_every=500),
+    # the league of papers 003/004 at 6×6 on one CPU: the four looped layers, same boards, steps, width and T,
+    # 3 seeds each; each layer at its better learning rate of {1e-3, 3e-3} on the quick 4×4 task (LEAGUE_LR)
+    "league-6x6": Config(size=6, train_set="6x6-id", test_sets=("6x6-id", "6x6-ood"), n_train=9000, n_test=1000,
+                         dim=64, heads=4, iterations=8, epochs=30, batch_size=64, warmup_steps=200, eval_every=500,
+                         seeds=(0, 1, 2), checkpoint_every=500, layers=("transformer", "itrsa", "akorn", "hyperset"),
+                         layer_lr=LEAGUE_LR),
     # 9×9 SATNet-like training, tested on SATNet-like, RRN-like (22–34) and RRN-17 (17–34) boards
     "medium": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"), n_train=9000,
                      n_test=1000, dim=256, heads=8, iterations=16, test_iterations=(8, 16, 32, 64), epochs=60,
@@ -94,6 +108,8 @@ PROFILES = {
 }
 COST = {
     "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
+    "league-6x6": "about 90 min of one CPU core (4 layers x 3 seeds x 4,200 steps at 6x6, d = 64, T = 8; run as two "
+                  "processes); committed as results/sudoku/league-6x6.json",
     "medium-cpu": "16 min on one CPU core (measured 976 s: 6x6 boards, d = 64, 5,600 steps; committed as "
                   "results/sudoku/medium-cpu.json)",
     "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
@@ -182,8 +198,88 @@ def test_time(model: LoopedModel, data: tasks.SudokuDataset, iterations, chunk: 
     return {t: {"board": r[2] / len(data), "cell": r[0] / max(r[1], 1)} for t, r in right.items()}
 
 
+@torch.no_grad()
+def iteration_metrics(model: LoopedModel, tokens: torch.Tensor, iterations: int) -> dict[str, list] | None:
+    """Means over ``tokens`` of the layer's ``metrics(x, t)`` at t = 0..iterations (t = 0: x_0 = c), or None if the
+    layer has none. For a layer with ``half_step`` (Hyper-SET) also ``attention_mid``: E_ATTN after iteration t's
+    attention half (t = 1..iterations; index 0 repeats t = 0), which splits each change of E_ATTN between the
+    attention half and the feedforward half."""
+    layer = model.layer
+    if not hasattr(layer, "metrics"):
+        return None
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    c = model.inputs(tokens.to(device))
+    _, states = model(tokens.to(device), iterations, return_states=True)
+    xs = [c] + states
+    rows = [layer.metrics(x, max(t, 1)) for t, x in enumerate(xs)]
+    out = {k: [round(float(r[k].double().mean()), 6) for r in rows] for k in rows[0]}
+    if hasattr(layer, "half_step"):
+        mids = [layer.energies(layer.half_step(xs[t - 1], t, x0=c), t)["attention"] for t in range(1, len(xs))]
+        out["attention_mid"] = [out["attention"][0]] + [round(float(e.double().mean()), 6) for e in mids]
+    model.train(was_training)
+    return out
+
+
+def layer_lrs(config: Config) -> dict[str, float]:
+    """``config.layer_lr`` ("name=lr" strings) as {name: lr}; ValueError for a malformed entry."""
+    out = {}
+    for item in config.layer_lr:
+        name, _, value = str(item).partition("=")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"layer_lr entries must read 'name=lr', got {item!r}") from None
+        if not out[name] > 0:
+            raise ValueError(f"layer_lr: the learning rate of {name!r} must be > 0, got {value}")
+    return out
+
+
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
-    """Train one looped model per seed; evaluate every test set at every test T."""
+    """Train one looped model per seed and evaluate every test set at every test T; with ``layers``, a league:
+    one such run per layer (in ``out_dir/<layer>``, each resumable on its own), merged (see :func:`merge_league`)."""
+    if not config.layers:
+        return _run_layer(config, out_dir, resume)
+    lrs = layer_lrs(config)
+    runs = {}
+    for name in config.layers:
+        sub = dataclasses.replace(config, layer=name, layers=(), layer_lr=(), lr=lrs.get(name, config.lr))
+        runs[name] = _run_layer(sub, None if out_dir is None else os.path.join(out_dir, name), resume)
+    return merge_league(config, runs)
+
+
+def merge_league(config: Config, runs: dict[str, Results]) -> Results:
+    """One Results for a league: ``tables["test_time"]`` rows gain a ``layer`` column; ``tables["league"]`` has one
+    row per (layer, set, T) with the seed mean and sample standard deviation (ddof = 1) of board and cell accuracy;
+    ``final["<layer>/<set>/<board|cell>@T<t>"]`` the means; ``extra["layers"][layer]`` each layer's curves,
+    parameters, learning rate and traced metrics; histories as ``"<layer>/seed<s>"``."""
+    merged = Results("sudoku", dataclasses.asdict(config))
+    rows, league, layers = [], [], {}
+    for name, res in runs.items():
+        rows += [{"layer": name, **row} for row in res.tables["test_time"]]
+        for key, history in res.histories.items():
+            merged.histories[f"{name}/{key}"] = history
+        for s in config.test_sets:
+            for t in sorted(set(config.test_iterations)):
+                got = [r for r in res.tables["test_time"] if r["set"] == s and r["iterations"] == t]
+                row = {"layer": name, "set": s, "iterations": t, "seeds": len(got)}
+                for k in ("board", "cell"):
+                    v = torch.tensor([r[k] for r in got], dtype=torch.float64)
+                    row[k] = float(v.mean())
+                    row[f"{k}_std"] = float(v.std()) if len(got) > 1 else 0.0
+                    merged.final[f"{name}/{s}/{k}@T{t}"] = row[k]
+                league.append(row)
+        layers[name] = {k: res.extra.get(k) for k in ("test_time", "parameters", "metrics", "lr")}
+    merged.tables["test_time"], merged.tables["league"] = rows, league
+    first = next(iter(runs.values()))
+    merged.extra.update(layers=layers, trained_iterations=config.iterations, steps=first.extra["steps"],
+                        device=first.extra["device"], givens=first.extra["givens"], chance_cell=1 / config.size)
+    return merged
+
+
+def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
+    """Train one looped model (``config.layer``) per seed; evaluate every test set at every test T."""
     if config.batch_size < 1 or config.n_train < config.batch_size:
         raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
     if not config.test_iterations or min(config.test_iterations) < 1:
@@ -201,6 +297,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     rows, every = [], range(1, max(config.test_iterations) + 1)  # curves at every T, table rows at the listed ones
     curves = {name: {"iterations": list(every), "board": [0.0] * len(every), "cell": [0.0] * len(every)}
               for name in config.test_sets}
+    traces = []
     for s in config.seeds:
         torch.manual_seed(s)
         model = make_model(config)
@@ -225,12 +322,19 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                              **accs[t]})
             for k in ("board", "cell"):  # seed means
                 curves[name][k] = [m + accs[t][k] / len(config.seeds) for m, t in zip(curves[name][k], every)]
+        if config.n_trace and config.test_sets:
+            traces.append(iteration_metrics(model, tests[config.test_sets[0]].tokens[:config.n_trace], max(every)))
     results.tables["test_time"] = rows
     for row in rows:
         for k in ("board", "cell"):
             key = f"{row['set']}/{k}@T{row['iterations']}"
             results.final[key] = results.final.get(key, 0.0) + row[k] / len(config.seeds)
-    results.extra.update(test_time=curves, trained_iterations=config.iterations,
+    metrics = None
+    if traces and traces[0] is not None:  # seed means of the traced metrics, and each seed's
+        metrics = {k: [sum(tr[k][i] for tr in traces) / len(traces) for i in range(len(traces[0][k]))]
+                   for k in traces[0]}
+        metrics["per_seed"] = traces
+    results.extra.update(test_time=curves, trained_iterations=config.iterations, metrics=metrics, lr=config.lr,
                          parameters=sum(p.numel() for p in model.parameters()), device=str(device),
                          steps=config.epochs * per_epoch,
                          givens={name: sorted({int(g) for g in d.givens()}) for name, d in tests.items()},

@@ -189,6 +189,12 @@ class HyperSETLayer(nn.Module):
             return s, s
         return self.steps(t, x0)
 
+    def half_step(self, x: torch.Tensor, t: int = 1, x0: torch.Tensor | None = None) -> torch.Tensor:
+        """The state after iteration t's attention half only, x + α_t ⊙ u_ATTN(x) (to split an energy change
+        between the two halves)."""
+        alpha, _ = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
+        return x + alpha * self.attention_update(x, t)
+
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None, t: int = 1,
                 x0: torch.Tensor | None = None) -> torch.Tensor:
         alpha, gamma = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
