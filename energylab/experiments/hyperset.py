@@ -52,7 +52,8 @@ class Config:
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     warmup_steps: int = 20  # linear warm-up, then cosine to 0
     grad_clip: float | None = 1.0  # max gradient norm
-    seed: int = 0  # model initialisation and batch order (each layer starts from this seed)
+    seed: int = 0  # model initialisation and batch order (each layer starts from this seed) when ``seeds`` is ()
+    seeds: tuple[int, ...] = ()  # one model per layer and seed; accuracies are seed means (() = (seed,))
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     progress: bool = True  # progress bars
 
@@ -67,7 +68,7 @@ PROFILES = {
     # digits at a larger scale: d = 64, T = 8, 25 epochs (500 steps), the Transformer, the ablation set and the
     # LoRA ranks of Table 4; sized to fit about 15 min of one CPU core (measured: about 80 s per Hyper-SET model)
     "medium": Config(layers=("transformer",) + _ABLATION[:-1] + ("hyperset-lora2", "hyperset-lora4", "hyperset-lora8"),
-                     dim=64, iterations=8, test_iterations=(8, 16), epochs=25, lr=2e-3),
+                     dim=64, iterations=8, test_iterations=(8, 16), epochs=25, lr=2e-3, seeds=(0, 1, 2)),
     # Table 1's Small config (paper 004): d = 384, 12 iterations, 200 epochs, batch 128, lr 1e-3, CIFAR-10
     "full": Config(dataset="cifar10", n_train=50000, n_test=10000, dim=384, heads=8, iterations=12,
                    test_iterations=(12, 24), epochs=200, batch_size=128, lr=1e-3, weight_decay=0.05,
@@ -144,7 +145,13 @@ def iteration_metrics(model: HyperSET, x: torch.Tensor, iterations: int) -> dict
     """Per-iteration test means (t = 0..iterations, t = 0 is x_0) of the layer's metrics (Hyper-SET only)."""
     x0 = model.inputs(x)
     rows = [model.layer.metrics(x0, 1)] + model.trace(x, iterations, lambda t, s: model.layer.metrics(s, t))
-    return {k: [round(float(r[k].mean()), 6) for r in rows] for k in rows[0]}
+    out = {k: [round(float(r[k].mean()), 6) for r in rows] for k in rows[0]}
+    # E_ATTN after each iteration's attention half: splits each change of E_ATTN between the two halves
+    xs = [x0] + [s for _, s in model.states(x, iterations)]
+    out["attention_mid"] = [out["attention"][0]] + [
+        round(float(model.layer.energies(model.layer.half_step(xs[t - 1], t, x0=x0), t)["attention"].mean()), 6)
+        for t in range(1, len(xs))]
+    return out
 
 
 @torch.no_grad()
@@ -166,34 +173,50 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     per_epoch = len(y_tr) // config.batch_size
     results = Results("hyperset", dataclasses.asdict(config))
     rows, params, metrics, states = [], {}, {}, {}
+    seeds = config.seeds or (config.seed,)
     for layer in config.layers:
-        torch.manual_seed(config.seed)
-        model = make_model(config, layer, x_tr.shape[-1], x_tr.shape[1], classes)
-        params[layer] = count_parameters(model)
+        traces = []
+        for seed in seeds:
+            torch.manual_seed(seed)
+            model = make_model(config, layer, x_tr.shape[-1], x_tr.shape[1], classes)
+            params[layer] = count_parameters(model)
 
-        def batches(step: int):
-            epoch, k = divmod(step, per_epoch)
-            perm = torch.randperm(len(y_tr), generator=torch.Generator().manual_seed(1_000_003 * config.seed + epoch))
-            idx = perm[k * config.batch_size:(k + 1) * config.batch_size]
-            return x_tr[idx], y_tr[idx]
+            def batches(step: int, seed=seed):
+                epoch, k = divmod(step, per_epoch)
+                perm = torch.randperm(len(y_tr), generator=torch.Generator().manual_seed(1_000_003 * seed + epoch))
+                idx = perm[k * config.batch_size:(k + 1) * config.batch_size]
+                return x_tr[idx], y_tr[idx]
 
-        train_cfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr,
-                                weight_decay=config.weight_decay, schedule="cosine",
-                                warmup_steps=config.warmup_steps, grad_clip=config.grad_clip,
-                                log_every=max(1, per_epoch), device=str(device), seed=config.seed,
-                                progress=config.progress)
-        results.histories[layer] = train(model, loss_fn, batches, train_cfg,
-                                         out_dir=None if out_dir is None else os.path.join(out_dir, layer),
-                                         resume=resume, identity=config_record(config))
-        model.eval()
-        accs = accuracy(model.cpu(), x_te, y_te, config.test_iterations)
-        for t in sorted(accs):
-            rows.append({"layer": layer, "iterations": t, "trained_iterations": config.iterations,
-                         "accuracy": accs[t], "parameters": params[layer]})
-            results.final[f"{layer}@T{t}"] = accs[t]
-        if layer.startswith("hyperset"):
-            metrics[layer] = iteration_metrics(model, x_te, max(config.test_iterations))
-            states[layer] = head_trajectory(model, x_te[:1], max(config.test_iterations))
+            train_cfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr,
+                                    weight_decay=config.weight_decay, schedule="cosine",
+                                    warmup_steps=config.warmup_steps, grad_clip=config.grad_clip,
+                                    log_every=max(1, per_epoch), device=str(device), seed=seed,
+                                    progress=config.progress)
+            folder = layer if not config.seeds else os.path.join(layer, f"seed{seed}")
+            key = layer if not config.seeds else f"{layer}/seed{seed}"
+            results.histories[key] = train(model, loss_fn, batches, train_cfg,
+                                           out_dir=None if out_dir is None else os.path.join(out_dir, folder),
+                                           resume=resume, identity=config_record(config))
+            model.eval()
+            accs = accuracy(model.cpu(), x_te, y_te, config.test_iterations)
+            for t in sorted(accs):
+                rows.append({"layer": layer, "seed": seed, "iterations": t, "trained_iterations": config.iterations,
+                             "accuracy": accs[t], "parameters": params[layer]})
+            if layer.startswith("hyperset"):
+                traces.append(iteration_metrics(model, x_te, max(config.test_iterations)))
+                if seed == seeds[0]:
+                    states[layer] = head_trajectory(model, x_te[:1], max(config.test_iterations))
+        for t in sorted(set(config.test_iterations)):  # seed means (and sample std, ddof = 1, over >= 2 seeds)
+            v = torch.tensor([r["accuracy"] for r in rows if r["layer"] == layer and r["iterations"] == t],
+                             dtype=torch.float64)
+            results.final[f"{layer}@T{t}"] = float(v.mean())
+            if len(v) > 1:
+                results.final[f"{layer}@T{t}/std"] = float(v.std())
+        if traces:
+            metrics[layer] = {k: [round(sum(tr[k][i] for tr in traces) / len(traces), 6)
+                                  for i in range(len(traces[0][k]))] for k in traces[0]}
+            if len(traces) > 1:
+                metrics[layer]["per_seed"] = traces
     results.tables["accuracy"] = rows
     results.extra.update(parameters=params, metrics=metrics, states=states, device=str(device),
                          steps=config.epochs * per_epoch, classes=classes, tokens=x_tr.shape[1] + 1)

@@ -73,7 +73,7 @@ class Config:
 # Learning rates of the league (AdamW, cosine): the better of 1e-3 and 3e-3 for each layer on the quick 4×4 profile
 # (board accuracy at T = 8 on 4x4-id; measured 2026-11-25, one seed): Hyper-SET 0.040 at 1e-3 against 0.878 at
 # 3e-3; the other three are within a few points at both (see chapter 8, section 8.5)
-LEAGUE_LR = ("hyperset=0.003",)
+LEAGUE_LR = ("transformer=0.003", "hyperset=0.003")
 
 PROFILES = {
     # 4×4, d = 64, T = 8: measured 78-93 s on one CPU thread (1,170 steps, data and evaluation included);
