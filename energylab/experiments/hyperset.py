@@ -224,3 +224,41 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     results.extra.update(parameters=params, metrics=metrics, states=states, device=str(device),
                          steps=config.epochs * per_epoch, classes=classes, tokens=x_tr.shape[1] + 1)
     return results
+
+
+def seed_accuracies(results: Results, layer: str, iterations: int) -> list[float]:
+    """Test accuracy of each seed of ``layer`` at T = ``iterations`` (``tables["accuracy"]`` rows)."""
+    return [r["accuracy"] for r in results.tables["accuracy"] if r["layer"] == layer and r["iterations"] == iterations]
+
+
+def trend(values: list[float]) -> str:
+    """"falls" / "rises" if every step of ``values`` goes down / up, else "mixed"."""
+    steps = [b - a for a, b in zip(values, values[1:])]
+    if all(s < 0 for s in steps):
+        return "falls"
+    if all(s > 0 for s in steps):
+        return "rises"
+    return "mixed"
+
+
+def verdicts(results: Results) -> dict[str, str]:
+    """What a multi-seed run says, each from the per-seed numbers (see ``energylab.experiments.sudoku.compare`` and
+    ``scaling``): every variant against "hyperset" at T, every model from T to 2T, and for each Hyper-SET variant
+    the direction of E_ATTN, E_FF, the effective rank and the paper's average angle along the trained iterations
+    t = 1..T in every seed ("falls" / "rises" only if all seeds agree)."""
+    from energylab.experiments.sudoku import compare, scaling
+
+    cfg = results.config
+    T, T2 = cfg["test_iterations"][0], cfg["test_iterations"][-1]
+    out = {}
+    for layer in cfg["layers"]:
+        if layer != "hyperset":
+            out[f"{layer} vs hyperset @T"] = compare(seed_accuracies(results, layer, T),
+                                                     seed_accuracies(results, "hyperset", T))
+        out[f"{layer}, T -> 2T"] = scaling(seed_accuracies(results, layer, T), seed_accuracies(results, layer, T2))
+    for layer, m in results.extra.get("metrics", {}).items():
+        seeds = m.get("per_seed", [m])
+        for key in ("attention", "feedforward", "effective_rank", "average_angle"):
+            got = {trend(s[key][1:cfg["iterations"] + 1]) for s in seeds}
+            out[f"{layer}: {key} along t = 1..T"] = got.pop() if len(got) == 1 else "mixed"
+    return out

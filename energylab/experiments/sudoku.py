@@ -340,3 +340,48 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
                          givens={name: sorted({int(g) for g in d.givens()}) for name, d in tests.items()},
                          chance_cell=1 / config.size)
     return results
+
+
+def seed_values(results: Results, layer: str, test_set: str, iterations: int, key: str = "board") -> list[float]:
+    """One value per seed of ``layer`` on ``test_set`` at T = ``iterations`` from a league's ``test_time`` rows."""
+    return [r[key] for r in results.tables["test_time"]
+            if r["layer"] == layer and r["set"] == test_set and r["iterations"] == iterations]
+
+
+def compare(a: list[float], b: list[float]) -> str:
+    """"ahead" if every value of ``a`` is above every value of ``b``, "behind" if every one is below, else "not
+    separated": with 3 seeds each, a separation happens by chance with probability 2/20 when the two are alike."""
+    if min(a) > max(b):
+        return "ahead"
+    if max(a) < min(b):
+        return "behind"
+    return "not separated"
+
+
+def scaling(before: list[float], after: list[float]) -> str:
+    """Paired over seeds: "rises" if every seed's accuracy is higher at the later T, "falls" if lower, else "mixed"."""
+    diffs = [y - x for x, y in zip(before, after)]
+    if all(d > 0 for d in diffs):
+        return "rises"
+    if all(d < 0 for d in diffs):
+        return "falls"
+    return "mixed"
+
+
+def league_verdicts(results: Results) -> dict[str, str]:
+    """The league's answers to the papers' Sudoku claims, each from the per-seed numbers (:func:`compare`,
+    :func:`scaling`): Hyper-SET against the Transformer at T and 2T (paper 004), AKOrN against ItrSA (paper 003 /
+    AKOrN), and test-time scaling of each layer from T to 2T and to 4T, on every test set."""
+    cfg = results.config
+    T, sets = cfg["iterations"], cfg["test_sets"]
+    out = {}
+    pairs = [(a, b) for a, b in (("hyperset", "transformer"), ("akorn", "itrsa")) if {a, b} <= set(cfg["layers"])]
+    for s in sets:
+        for k, t in (("T", T), ("2T", 2 * T)):
+            for a, b in pairs:
+                out[f"{a} vs {b}, {s} @{k}"] = compare(seed_values(results, a, s, t), seed_values(results, b, s, t))
+        for layer in cfg["layers"]:
+            for k, t in (("2T", 2 * T), ("4T", 4 * T)):
+                out[f"{layer}, {s}, T -> {k}"] = scaling(seed_values(results, layer, s, T),
+                                                         seed_values(results, layer, s, t))
+    return out
