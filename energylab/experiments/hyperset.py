@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from energylab._setup import choose_device
+from energylab.baselines import constant_accuracy
 from energylab.models import count_parameters
 from energylab.models.hyperset import HyperSET
 from energylab.results import config_record
@@ -222,6 +223,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                 metrics[layer]["per_seed"] = traces
     results.tables["accuracy"] = rows
     results.extra.update(parameters=params, metrics=metrics, states=states, device=str(device),
+                         baseline=constant_accuracy(y_tr, y_te),  # input-blind: the most frequent training class
                          steps=config.epochs * per_epoch, classes=classes, tokens=x_tr.shape[1] + 1)
     return results
 
