@@ -270,7 +270,10 @@ def merge_league(config: Config, runs: dict[str, Results]) -> Results:
                     row[f"{k}_std"] = float(v.std()) if len(got) > 1 else 0.0
                     merged.final[f"{name}/{s}/{k}@T{t}"] = row[k]
                 league.append(row)
-        layers[name] = {k: res.extra.get(k) for k in ("test_time", "parameters", "metrics", "lr")}
+        layers[name] = {k: res.extra.get(k) for k in ("test_time", "test_time_clamped", "parameters", "metrics", "lr")}
+        if "test_time_clamped" in res.tables:
+            merged.tables.setdefault("test_time_clamped", []).extend(
+                {"layer": name, **row} for row in res.tables["test_time_clamped"])
     merged.tables["test_time"], merged.tables["league"] = rows, league
     first = next(iter(runs.values()))
     merged.extra.update(layers=layers, trained_iterations=config.iterations, steps=first.extra["steps"],
@@ -297,7 +300,7 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
     rows, every = [], range(1, max(config.test_iterations) + 1)  # curves at every T, table rows at the listed ones
     curves = {name: {"iterations": list(every), "board": [0.0] * len(every), "cell": [0.0] * len(every)}
               for name in config.test_sets}
-    traces = []
+    traces, clamped, curves_clamped = [], [], {}
     for s in config.seeds:
         torch.manual_seed(s)
         model = make_model(config)
@@ -322,9 +325,24 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
                              **accs[t]})
             for k in ("board", "cell"):  # seed means
                 curves[name][k] = [m + accs[t][k] / len(config.seeds) for m, t in zip(curves[name][k], every)]
+        if hasattr(model.layer, "step_horizon"):  # also with the step sizes of t > T frozen at T's
+            model.layer.step_horizon = config.iterations
+            for name, data in tests.items():
+                accs = test_time(model, data, every)
+                for t in sorted(set(config.test_iterations)):
+                    clamped.append({"seed": s, "set": name, "iterations": t, **accs[t]})
+                for k in ("board", "cell"):
+                    curves_clamped.setdefault(name, {"iterations": list(every), "board": [0.0] * len(every),
+                                                     "cell": [0.0] * len(every)})
+                    curves_clamped[name][k] = [m + accs[t][k] / len(config.seeds)
+                                               for m, t in zip(curves_clamped[name][k], every)]
+            model.layer.step_horizon = None
         if config.n_trace and config.test_sets:
             traces.append(iteration_metrics(model, tests[config.test_sets[0]].tokens[:config.n_trace], max(every)))
     results.tables["test_time"] = rows
+    if clamped:
+        results.tables["test_time_clamped"] = clamped
+        results.extra["test_time_clamped"] = curves_clamped
     for row in rows:
         for k in ("board", "cell"):
             key = f"{row['set']}/{k}@T{row['iterations']}"
@@ -342,9 +360,11 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
     return results
 
 
-def seed_values(results: Results, layer: str, test_set: str, iterations: int, key: str = "board") -> list[float]:
-    """One value per seed of ``layer`` on ``test_set`` at T = ``iterations`` from a league's ``test_time`` rows."""
-    return [r[key] for r in results.tables["test_time"]
+def seed_values(results: Results, layer: str, test_set: str, iterations: int, key: str = "board",
+                table: str = "test_time") -> list[float]:
+    """One value per seed of ``layer`` on ``test_set`` at T = ``iterations`` from a league's ``table`` rows
+    (``"test_time_clamped"``: Hyper-SET with the step sizes of t > T frozen at T's)."""
+    return [r[key] for r in results.tables[table]
             if r["layer"] == layer and r["set"] == test_set and r["iterations"] == iterations]
 
 

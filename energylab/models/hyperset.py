@@ -27,7 +27,8 @@ Hooks without side effects: :meth:`HyperSETLayer.energies` (E_ATTN and E_FF afte
 :meth:`HyperSETLayer.metrics` (energies, effective ranks and average angles, Fig. 6), to be passed to
 ``LoopedModel.trace``. Registered looped layers: "hyperset", "hyperset-sigmoid", "hyperset-linear",
 "hyperset-softmaxff", "hyperset-gatedff", "hyperset-fixed0.1", "hyperset-fixed0.5", "hyperset-lora<r>" (r = 2, 4,
-8; adapters for T = 8 iterations, later iterations reuse the last), "hyperset-gains".
+8; adapters for T = 8 iterations, later iterations reuse the last), "hyperset-gains", "hyperset-zeroinit" (all three
+step-size maps zero-initialised, as the authors' Sudoku code: step sizes constant over t).
 :class:`HyperSET` is the image classifier (patch embedding, CLS token, the looped layer).
 """
 from __future__ import annotations
@@ -75,13 +76,15 @@ class StepSizes(nn.Module):
     time map's output c_t = 0 has gradient ∝ ``out.weight`` and ``time[2]``'s ∝ GELU(time[0](e)) = 0, so neither
     time map ever moves except ``time[2].bias``, and α_t, γ_t stay constant over t (a test checks both cases)."""
 
-    def __init__(self, dim: int, time_dim: int | None = None):
+    def __init__(self, dim: int, time_dim: int | None = None, zero_all: bool = False):
         super().__init__()
         self.time_dim = time_dim or dim + dim % 2
         self.time = nn.Sequential(nn.Linear(self.time_dim, dim), nn.GELU(), nn.Linear(dim, dim))
         self.out = nn.Linear(dim, 2 * dim)
-        nn.init.zeros_(self.out.weight)
-        nn.init.zeros_(self.out.bias)
+        # zero_all=True: the authors' Sudoku initialisation, the saddle (layer "hyperset-zeroinit", for comparison)
+        for lin in (self.time[0], self.time[2], self.out) if zero_all else (self.out,):
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
 
     def forward(self, t: int, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         e = sinusoidal_embedding(torch.tensor(float(t), device=u.device), self.time_dim).to(u.dtype)
@@ -104,7 +107,8 @@ class HyperSETLayer(nn.Module):
 
     def __init__(self, dim: int, heads: int, ffn_mult: int = 4, attention: str = "bisoftmax",
                  feedforward: str = "relu", step: float | None = None, lora_rank: int = 0, lora_iterations: int = 8,
-                 gains: bool = False, time_dim: int | None = None, condition: str = "x0", eps: float = 1e-6):
+                 gains: bool = False, time_dim: int | None = None, condition: str = "x0", zero_init_all: bool = False,
+                 eps: float = 1e-6):
         super().__init__()
         if condition not in ("x0", "xt"):
             raise ValueError(f"condition must be 'x0' or 'xt', got {condition!r}")
@@ -123,7 +127,10 @@ class HyperSETLayer(nn.Module):
         self.D = nn.Parameter(torch.empty(dim, self.hidden).uniform_(-bound, bound))  # (d, M), columns d_m
         self.gains = nn.Parameter(torch.ones(3, self.head_dim)) if gains else None  # query, key, value
         self.ff_gain = nn.Parameter(torch.ones(self.hidden)) if gains else None
-        self.steps = StepSizes(dim, time_dim) if step is None else None
+        self.steps = StepSizes(dim, time_dim, zero_init_all) if step is None else None
+        # None, or an iteration t_max: iterations t > t_max reuse the step sizes of t_max (running the loop past the
+        # training T without time embeddings the step-size network never saw)
+        self.step_horizon: int | None = None
         self.lora_rank = lora_rank
         if lora_rank:  # B zero (the adapters start at 0), A random; one pair per iteration
             self.lora_W_A = nn.Parameter(torch.randn(lora_iterations, lora_rank, dim) / math.sqrt(dim))
@@ -187,7 +194,7 @@ class HyperSETLayer(nn.Module):
         if self.steps is None:
             s = torch.full((), float(self.step), dtype=x0.dtype, device=x0.device)
             return s, s
-        return self.steps(t, x0)
+        return self.steps(t if self.step_horizon is None else min(t, self.step_horizon), x0)
 
     def half_step(self, x: torch.Tensor, t: int = 1, x0: torch.Tensor | None = None) -> torch.Tensor:
         """The state after iteration t's attention half only, x + α_t ⊙ u_ATTN(x) (to split an energy change
@@ -238,7 +245,8 @@ class HyperSETLayer(nn.Module):
 VARIANTS = {"": {}, "sigmoid": {"attention": "sigmoid"}, "linear": {"attention": "linear"},
             "softmaxff": {"feedforward": "softmax"}, "gatedff": {"feedforward": "gated"},
             "fixed0.1": {"step": 0.1}, "fixed0.5": {"step": 0.5}, "lora2": {"lora_rank": 2},
-            "lora4": {"lora_rank": 4}, "lora8": {"lora_rank": 8}, "gains": {"gains": True}}
+            "lora4": {"lora_rank": 4}, "lora8": {"lora_rank": 8}, "gains": {"gains": True},
+            "zeroinit": {"zero_init_all": True}}
 for _name, _kwargs in VARIANTS.items():
     register_layer("hyperset" + (f"-{_name}" if _name else ""), functools.partial(HyperSETLayer, **_kwargs))
 
