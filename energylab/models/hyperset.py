@@ -28,7 +28,8 @@ Hooks without side effects: :meth:`HyperSETLayer.energies` (E_ATTN and E_FF afte
 ``LoopedModel.trace``. Registered looped layers: "hyperset", "hyperset-sigmoid", "hyperset-linear",
 "hyperset-softmaxff", "hyperset-gatedff", "hyperset-fixed0.1", "hyperset-fixed0.5", "hyperset-lora<r>" (r = 2, 4,
 8; adapters for T = 8 iterations, later iterations reuse the last), "hyperset-gains", "hyperset-zeroinit" (all three
-step-size maps zero-initialised, as the authors' Sudoku code: step sizes constant over t).
+step-size maps zero-initialised, as the authors' Sudoku code: step sizes constant over t), "hyperset-inject" (the
+embedded board added to the state before every iteration, as the looped Transformer and ItrSA do; not the paper's).
 :class:`HyperSET` is the image classifier (patch embedding, CLS token, the looped layer).
 """
 from __future__ import annotations
@@ -108,11 +109,12 @@ class HyperSETLayer(nn.Module):
     def __init__(self, dim: int, heads: int, ffn_mult: int = 4, attention: str = "bisoftmax",
                  feedforward: str = "relu", step: float | None = None, lora_rank: int = 0, lora_iterations: int = 8,
                  gains: bool = False, time_dim: int | None = None, condition: str = "x0", zero_init_all: bool = False,
-                 eps: float = 1e-6):
+                 inject: bool = False, eps: float = 1e-6):
         super().__init__()
         if condition not in ("x0", "xt"):
             raise ValueError(f"condition must be 'x0' or 'xt', got {condition!r}")
         self.condition = condition
+        self.inject = inject  # add the injected input c before each iteration (not the paper's layer; a probe)
         self.head_dim = dim // check_divides("heads", heads, dim)
         if attention not in ATTENTIONS or feedforward not in FEEDFORWARDS:
             raise ValueError(f"attention must be one of {sorted(ATTENTIONS)} and feedforward one of "
@@ -204,6 +206,8 @@ class HyperSETLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None, t: int = 1,
                 x0: torch.Tensor | None = None) -> torch.Tensor:
+        if self.inject and c is not None:
+            x = x + c
         alpha, gamma = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
         x = x + alpha * self.attention_update(x, t)
         return x + gamma * self.feedforward_update(x, t)
@@ -246,7 +250,7 @@ VARIANTS = {"": {}, "sigmoid": {"attention": "sigmoid"}, "linear": {"attention":
             "softmaxff": {"feedforward": "softmax"}, "gatedff": {"feedforward": "gated"},
             "fixed0.1": {"step": 0.1}, "fixed0.5": {"step": 0.5}, "lora2": {"lora_rank": 2},
             "lora4": {"lora_rank": 4}, "lora8": {"lora_rank": 8}, "gains": {"gains": True},
-            "zeroinit": {"zero_init_all": True}}
+            "zeroinit": {"zero_init_all": True}, "inject": {"inject": True}}
 for _name, _kwargs in VARIANTS.items():
     register_layer("hyperset" + (f"-{_name}" if _name else ""), functools.partial(HyperSETLayer, **_kwargs))
 
