@@ -63,7 +63,8 @@ def box_source(experiments: tuple[str, ...]) -> str:
         for profile in module.PROFILES:
             cost = " ".join(module.COST[profile].split()).replace("|", "\\|")
             if profile == "quick" and "committed as" in cost:  # too long for the page: run once, read back
-                how = f"run once, committed: `python -m energylab run {name} --profile quick --commit`; the page reads it"
+                how = (f"run once, committed: `python -m energylab run {name} --profile quick --commit`; "
+                       "the page reads it")
             elif profile == "quick":
                 how = "this page: `profile = \"quick\"` in the parameters cell (the default)"
             else:
