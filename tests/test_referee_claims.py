@@ -153,3 +153,16 @@ def test_intro_table_matches_the_notebooks():
         assert listed == _experiments_in_notebook(path), (path.name, listed)
         if cells[3].startswith("nothing"):
             assert listed <= {"hopfield"}, path.name  # hopfield stores and retrieves; it takes no gradient step
+
+
+# ----------------------------------------------------------------------------- the Atlas's chapter links
+def test_every_form_links_to_a_chapter_that_names_it():
+    """The Atlas links each form to the chapter that derives it: that chapter names the form (not only: the file
+    exists). linear_attention and multihead_free_energy were linked to chapter 1, which never mentions them."""
+    from energylab import atlas, catalog
+
+    for name in catalog.FORMS:
+        path = ROOT / "notebooks" / f"{atlas.chapter_of(name)}.ipynb"
+        text = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+        assert name in text, (name, path.name)
+    assert atlas.chapter_of("linear_attention") == atlas.chapter_of("multihead_free_energy") == "02_attention_as_descent"
