@@ -165,4 +165,5 @@ def test_every_form_links_to_a_chapter_that_names_it():
         path = ROOT / "notebooks" / f"{atlas.chapter_of(name)}.ipynb"
         text = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
         assert name in text, (name, path.name)
-    assert atlas.chapter_of("linear_attention") == atlas.chapter_of("multihead_free_energy") == "02_attention_as_descent"
+    chapter_two = "02_attention_as_descent"
+    assert atlas.chapter_of("linear_attention") == atlas.chapter_of("multihead_free_energy") == chapter_two
