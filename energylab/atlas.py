@@ -31,8 +31,8 @@ from energylab._setup import ROUND_OFF_FLOOR
 from energylab.models import count_parameters
 from energylab.sphere import sphere_step, tangent_projection
 
-__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "CHAPTERS", "chapter_of", "family_of", "bib_keys",
-           "form_rows", "verify_dim",
+__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "CHAPTERS", "FORM_CHAPTERS", "chapter_of", "family_of",
+           "bib_keys", "form_rows", "verify_dim",
            "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cost_text", "costs_caption",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown", "forms_markdown"]
@@ -75,8 +75,16 @@ CHAPTERS = {"free_energy": "01_free_energy", "hopfield": "03_hopfield_memories",
             "local": "07_attractor_networks", "hyperspherical": "08_hyperset", "recurrent": "09_jacobians"}
 
 
+# forms derived in another chapter than the rest of their family module (chapter 2 derives these two)
+FORM_CHAPTERS = {"linear_attention": "02_attention_as_descent", "multihead_free_energy": "02_attention_as_descent"}
+
+
 def chapter_of(name: str) -> str:
-    """The notebook (``NN_slug``) of the chapter that derives form ``name``: its family module's chapter."""
+    """The notebook (``NN_slug``) of the chapter that derives form ``name``: its family module's chapter, unless
+    :data:`FORM_CHAPTERS` names another."""
+    if name in FORM_CHAPTERS:
+        _form(name)  # an unknown name still raises
+        return FORM_CHAPTERS[name]
     module = _form(name).energy.__module__.rsplit(".", 1)[-1]
     if module not in CHAPTERS:
         raise ValueError(f"form {name!r} comes from energylab.forms.{module}, which has no chapter in CHAPTERS")

@@ -13,10 +13,13 @@ When every head has V_h = Q_h^T K_h symmetric (e.g. Q = K = V = I), the interact
 
     E_beta(x) = (1 / (2 beta n^2)) sum_h sum_{i,j} exp(beta <Q_h x_i, K_h x_j>)
 
-increases along both flows: USA is exactly its gradient ascent, dx_i/dt = n grad_{x_i} E_beta (the Riemannian
-gradient on the sphere), and along SA dE_beta/dt >= 0 (Geshkovski et al. 2023, Sec. 3). With V = A = A^T this is
-the special case of paper 003 (Tomihari & Karakida), written there with the opposite sign,
-E = -(1/(2 beta)) sum exp(beta x_i^T A x_j); their Prop. 4.1 relaxes the symmetry.
+increases along USA with any number of heads: USA is exactly its gradient ascent, dx_i/dt = n grad_{x_i} E_beta
+(the Riemannian gradient on the sphere). Along SA, dE_beta/dt >= 0 with ONE head (Geshkovski et al. 2023, Sec. 3:
+the velocity is the gradient times n^2/Z_i > 0). With several heads SA is not monotone: head h's term is divided
+by its own Z_{h,i}, the velocity is not a positive multiple of the gradient, and E_beta falls at some states
+(chapter 6; :func:`energylab.forms.sphere.energy_rate`). With one head and V = A = A^T this is the energy of
+paper 003 (Tomihari & Karakida), written there with the opposite sign, E = -(1/(2 beta)) sum exp(beta x_i^T A x_j);
+their Prop. 4.1 is the same condition for factored weights (W_Q W_K^T = A = A^T, W_V = A), not a weaker one.
 
 The energy is the catalog form ``sphere_interaction`` (:func:`energylab.forms.sphere.sphere_interaction_energy`,
 multi-head through its Q, K); the geometry (tangent projection, normalisation, random tokens) and the observables
@@ -90,9 +93,11 @@ def preset_weights(name: str, d: int, heads: int = 1, seed: int = 0, dtype=torch
     """Named weight choices used in the chapter.
 
     - ``identity``: head h sees and moves only its block of d/H coordinates: Q_h = K_h = P_h (the block's rows
-      of I), V_h = P_h^T P_h; with one head Q = K = V = I. V_h = Q_h^T K_h, so E_beta is a Lyapunov function.
+      of I), V_h = P_h^T P_h; with one head Q = K = V = I. V_h = Q_h^T K_h, so E_beta increases along USA, and
+      along SA with one head only (with several heads SA's per-head normalisers break monotonicity).
     - ``symmetric``: Q_h = P_h, K_h = P_h A_h, V_h = P_h^T P_h A_h with A_h = I + S_h, S_h a random symmetric
-      matrix supported on the block; V_h = Q_h^T K_h is symmetric, so the energy still increases.
+      matrix supported on the block; V_h = Q_h^T K_h is symmetric, so the energy still increases (USA; SA with one
+      head).
     - ``random``: Gaussian Q_h, K_h, V_h scaled by 1/sqrt(d); no energy in general.
     - ``antisymmetric``: identity Q, K and V_h = P_h^T P_h (I + 3 Omega), Omega antisymmetric with spectral norm 1:
       the antisymmetric part makes tokens rotate instead of settling (compare paper 003's oscillators).

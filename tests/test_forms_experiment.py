@@ -84,8 +84,10 @@ def test_bench_row_compares_autograd_with_the_closed_form():
 
 
 def test_committed_quick_run_that_the_atlas_shows():
-    """results/forms/quick.json (Atlas §A.5): every block, 3 seeds, the baseline's ratio 1, and the ranking the
-    Atlas's table prints: softmax MHA and expressive attention lead, the energy feedforwards next."""
+    """results/forms/quick.json (Atlas §11.5): every block, 3 seeds, the baseline's ratio 1, and the groups the
+    Atlas reads off its table: softmax MHA and expressive attention lead, the energy feedforwards next. Within each
+    group the two are within one seed spread, so the chapter does not order them and neither does this test; the
+    gap between the groups is larger than the spreads, so a rerun that swapped groups would fail."""
     from energylab.committed import load_committed
 
     res, prov = load_committed("forms", "quick")
@@ -93,6 +95,13 @@ def test_committed_quick_run_that_the_atlas_shows():
     assert set(summary) == set(res.config["layers"]) and len(summary) == 11
     assert all(r["seeds"] == 3 for r in summary.values()) and summary["form-mha"]["time_ratio"] == 1.0
     ranked = sorted(summary, key=lambda k: -summary[k]["board"])
-    assert ranked[:2] == ["form-mha", "form-ea"] and set(ranked[2:4]) == {"form-softmax_ff", "form-relu_ff"}
+    top, feedforwards = {"form-mha", "form-ea"}, {"form-softmax_ff", "form-relu_ff"}
+    assert set(ranked[:2]) == top and set(ranked[2:4]) == feedforwards
+
+    def apart(a, b):  # the two means differ by more than the larger of their spreads
+        return abs(summary[a]["board"] - summary[b]["board"]) > max(summary[a]["board_std"], summary[b]["board_std"])
+
+    assert not apart("form-mha", "form-ea") and not apart("form-softmax_ff", "form-relu_ff")  # the Atlas's "ties"
+    assert all(apart(a, b) for a in top for b in feedforwards)
     assert round(summary["form-mha"]["board"], 3) == 0.714 and summary["form-kernel_linear"]["board"] == 0.0
     assert prov["commit"] and not prov["dirty"] and prov["machine"]["torch_threads"] == 1

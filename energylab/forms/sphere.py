@@ -1,9 +1,10 @@
 """Tokens on the sphere: the interaction energy of Geshkovski et al. (2023) and symmetric self-attention (paper 003).
 
-E_β of the SA/USA particle flows (multi-head through Q, K: the energy of :mod:`energylab.flows`), the symmetric
-self-attention energy in the special case W_V = A = Aᵀ (Tomihari & Karakida's Prop. 4.1 relaxes that symmetry;
-this module implements only the symmetric case), their tangent gradients (on-sphere forms: the update is
-the tangent part P_x of −∇E, :mod:`energylab.sphere`), the samplers and the ``register`` calls.
+E_β of the SA/USA particle flows (multi-head through Q, K: the energy of :mod:`energylab.flows`), its rate of change
+along any flow (:func:`energy_rate`), the symmetric self-attention energy with W_V = A = Aᵀ (Tomihari & Karakida's
+Prop. 4.1 states the same condition for factored weights, W_QW_Kᵀ = A = Aᵀ and W_V = A: the catalog form
+``generalised_symmetric_sa`` of :mod:`energylab.forms.recurrent`, chapter 9), their tangent gradients (on-sphere
+forms: the update is the tangent part P_x of −∇E, :mod:`energylab.sphere`), the samplers and the ``register`` calls.
 Shapes: tokens x (..., N, d) as rows; per-head Q, K (H, d_h, d); A (d, d) symmetric.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import randn, unit_rows
 from energylab.sphere import tangent_projection
 
-__all__ = ["sphere_interaction_energy", "symmetric_attention_energy", "sphere_interaction_update",
+__all__ = ["sphere_interaction_energy", "energy_rate", "symmetric_attention_energy", "sphere_interaction_update",
            "symmetric_attention_update"]
 
 
@@ -27,8 +28,10 @@ def sphere_interaction_energy(x: torch.Tensor, beta, Q: torch.Tensor | None = No
     """E_β = (1/(2βn²)) Σ_h Σ_ij exp(β⟨Q_h x_i, K_h x_j⟩) (Geshkovski et al. 2023, Sec. 3). x: (..., n, d) -> (...).
 
     Without Q, K: one head with Q = K = I, E_β = (1/(2βn²)) Σ_ij exp(β⟨x_i, x_j⟩) (the catalog form). With per-head
-    Q, K (H, d_h, d): the energy of the SA/USA flows of :mod:`energylab.flows`, a Lyapunov function when every
-    V_h = Q_hᵀK_h. The unnormalised dynamics (USA) is the tangent gradient *ascent* of E_β, up to the time scale n.
+    Q, K (H, d_h, d): the energy of the SA/USA flows of :mod:`energylab.flows`. When every V_h = Q_hᵀK_h, the
+    unnormalised dynamics (USA) is the tangent gradient *ascent* of E_β, up to the time scale n, with any number of
+    heads; SA climbs it with one head only (each head's own normaliser Z_{h,i} breaks the argument with several,
+    chapter 6 and :func:`energy_rate`).
     Where exp(β⟨Q_h x_i, K_h x_j⟩) overflows the dtype (β ≳ 709 in float64 on the unit sphere with Q = K = I) a
     ValueError names beta.
     """
@@ -48,6 +51,24 @@ def sphere_interaction_energy(x: torch.Tensor, beta, Q: torch.Tensor | None = No
     energy = torch.exp(beta * gram).sum(axes) / (2 * beta * n * n)
     check_overflow("beta", beta, energy, what)
     return energy
+
+
+def energy_rate(x: torch.Tensor, velocity: torch.Tensor, beta, Q: torch.Tensor | None = None,
+                K: torch.Tensor | None = None) -> torch.Tensor:
+    """dE_β/dt = Σ_i ⟨∇_{x_i}E_β, ẋ_i⟩ at tokens x moving with ``velocity`` ẋ. x, velocity: (..., N, d) -> (...).
+
+    The chain rule along any flow; ∇E_β by autograd on :func:`sphere_interaction_energy` (Q, K as there). With
+    V_h = Q_hᵀK_h it is ≥ 0 for USA with any number of heads and for SA with one head; for SA with several heads
+    the velocity Σ_h (n²/Z_{h,i}) g_{h,i} is not a positive multiple of the tangent gradient Σ_h g_{h,i}, and this
+    rate is negative at some states (chapter 6, section 6.2).
+    """
+    check_tensor("velocity", velocity)
+    if velocity.shape != x.shape:
+        raise ValueError(f"velocity must have the shape of x {tuple(x.shape)}, got {tuple(velocity.shape)}")
+    with torch.enable_grad():
+        xg = x.detach().requires_grad_(True)
+        (grad,) = torch.autograd.grad(sphere_interaction_energy(xg, beta, Q, K).sum(), xg)
+    return (grad * velocity).sum((-1, -2))
 
 
 def _check_head_maps(x, Q, K) -> None:
@@ -76,8 +97,8 @@ def _check_symmetric(x, A, beta):
 
 
 def symmetric_attention_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
-    """E = −(1/(2β)) Σ_ij exp(β x_iᵀ A x_j) with A = Aᵀ (the V = A = Aᵀ special case; Tomihari &
-    Karakida's Prop. 4.1 relaxes that symmetry).
+    """E = −(1/(2β)) Σ_ij exp(β x_iᵀ A x_j) with A = Aᵀ and W_V = A (Tomihari & Karakida's Prop. 4.1 is the same
+    condition written for factored weights W_QW_Kᵀ = A: ``generalised_symmetric_sa``).
 
     x: (..., N, d), A: (d, d) symmetric  ->  (...). Where exp(β x_iᵀA x_j) overflows a ValueError names beta.
     """
@@ -92,8 +113,8 @@ def symmetric_attention_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.
 def sphere_interaction_update(x: torch.Tensor, beta) -> torch.Tensor:
     """P_x ∇E_β = P_{x_i}((1/n²) Σ_j exp(β⟨x_i, x_j⟩) x_j): descent on −E_β (Geshkovski et al. 2023).
 
-    The unnormalised dynamics USA is ẋ_i = n · update_i (a time rescaling); the normalised SA divides token i
-    by Z_i/n instead, a positive per-token rescaling of the same tangent field. x: (..., n, d) -> (..., n, d).
+    The unnormalised dynamics USA is ẋ_i = n · update_i (a time rescaling); the normalised one-head SA divides
+    token i by Z_i/n instead, a positive per-token rescaling of the same tangent field. x: (..., n, d) -> (..., n, d).
     Tokens need not be unit but must be non-zero (ValueError naming x); where exp(β⟨x_i, x_j⟩) overflows the dtype
     (β ≳ 709 in float64 on the unit sphere, 88 in float32) the field is not representable: ValueError naming beta.
     """
@@ -110,10 +131,11 @@ def sphere_interaction_update(x: torch.Tensor, beta) -> torch.Tensor:
 def symmetric_attention_update(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
     """−P_x ∇E = P_{x_i}(Σ_j exp(β x_iᵀA x_j) A x_j): unnormalised self-attention with W_V = A = Aᵀ.
 
-    The special case V = A = Aᵀ of Tomihari & Karakida (their Prop. 4.1 relaxes the symmetry); continuous time,
-    projected on the sphere. Softmax
-    attention divides token i by Z_i > 0: a descent direction too, but not this gradient. x: (..., N, d), non-zero
-    rows (ValueError naming x); where exp(β x_iᵀA x_j) overflows the dtype a ValueError names beta.
+    W_V = A = Aᵀ, the condition of Tomihari & Karakida's Prop. 4.1 (there for factored W_QW_Kᵀ = A); continuous
+    time, projected on the sphere. One-head softmax attention divides token i by Z_i > 0: a descent direction too,
+    but not this gradient (with several heads, each with its own Z_{h,i}, not even that: chapter 6).
+    x: (..., N, d), non-zero rows (ValueError naming x); where exp(β x_iᵀA x_j) overflows the dtype a ValueError
+    names beta.
     """
     beta = _check_symmetric(x, A, beta)
     kernel = torch.exp(beta * torch.einsum("...ia,ab,...jb->...ij", x, A, x))
@@ -150,6 +172,7 @@ register(AttentionForm(
                       r"P_{x_i}\Big(\sum_j e^{\beta x_i^\top A x_j} A x_j\Big)"),
     energy=lambda x, A, beta: symmetric_attention_energy(x, A, beta),
     update=symmetric_attention_update, sample=_sample_symmetric,
-    note="Exact tangent gradient in the special case W_V = A = W_QW_Kᵀ = Aᵀ (paper 003's Prop. 4.1 relaxes this "
-    "symmetry); softmax SA is a positively rescaled version, still a descent direction.",
+    note="Exact tangent gradient for W_V = A = W_QW_Kᵀ = Aᵀ, parametrised by A itself. generalised_symmetric_sa is "
+    "the same energy and condition (paper 003's Prop. 4.1) parametrised by factored W_Q ≠ W_K; nothing is relaxed. "
+    "One-head softmax SA is a positively rescaled version, still a descent direction; multi-head SA is not.",
 ))
