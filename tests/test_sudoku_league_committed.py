@@ -1,0 +1,93 @@
+"""Every claim chapters 8 and 9 make about the committed Sudoku league (results/sudoku/league-6x6.json: 4 looped layers
+x 3 seeds at 6x6) and its probes (league-6x6-probes.json), through ``sudoku.league_verdicts`` (per-seed comparisons,
+the function the chapters call) and the numbers they quote; and a replay of the first 100 steps of every layer."""
+import dataclasses
+
+import pytest
+
+from energylab.committed import load_committed
+from energylab.experiments import sudoku
+
+
+@pytest.fixture(scope="module")
+def league():
+    return load_committed("sudoku", "league-6x6")
+
+
+def _mean(results, layer, s, t, table="test_time"):
+    v = sudoku.seed_values(results, layer, s, t, table=table)
+    return sum(v) / len(v)
+
+
+def test_the_file_is_the_league_profile_from_a_clean_commit(league):
+    results, provenance = league
+    cfg = sudoku.PROFILES["league-6x6"]
+    assert tuple(results.config["layers"]) == cfg.layers and tuple(results.config["seeds"]) == (0, 1, 2)
+    assert results.extra["steps"] == 4200 and not provenance["dirty"]
+    assert len(results.tables["test_time"]) == 4 * 3 * 2 * 4
+
+
+def test_verdicts_the_chapters_state(league):
+    v = sudoku.league_verdicts(league[0])
+    for s in ("6x6-id", "6x6-ood"):
+        for k in ("T", "2T"):
+            assert v[f"hyperset vs transformer, {s} @{k}"] == "behind"
+            assert v[f"akorn vs itrsa, {s} @{k}"] == "behind"
+        for k in ("2T", "4T"):
+            assert v[f"transformer, {s}, T -> {k}"] == "rises"
+            assert v[f"hyperset, {s}, T -> {k}"] == v[f"akorn, {s}, T -> {k}"] == "falls"
+    assert v["itrsa, 6x6-ood, T -> 2T"] == v["itrsa, 6x6-ood, T -> 4T"] == v["itrsa, 6x6-id, T -> 2T"] == "rises"
+    assert v["itrsa, 6x6-id, T -> 4T"] == "mixed"
+
+
+def test_numbers_the_chapters_quote(league):
+    r = league[0]
+    quoted = {("transformer", "6x6-id", 8): 0.948, ("hyperset", "6x6-id", 8): 0.864, ("hyperset", "6x6-id", 16): 0.110,
+              ("transformer", "6x6-ood", 8): 0.385, ("transformer", "6x6-ood", 16): 0.594,
+              ("transformer", "6x6-ood", 32): 0.647, ("hyperset", "6x6-ood", 8): 0.165,
+              ("hyperset", "6x6-ood", 16): 0.014, ("itrsa", "6x6-id", 8): 0.775, ("itrsa", "6x6-id", 16): 0.865,
+              ("itrsa", "6x6-ood", 8): 0.077, ("itrsa", "6x6-ood", 16): 0.272, ("itrsa", "6x6-ood", 32): 0.311,
+              ("akorn", "6x6-id", 8): 0.599, ("akorn", "6x6-ood", 8): 0.020, ("akorn", "6x6-ood", 16): 0.010}
+    for (layer, s, t), value in quoted.items():
+        assert round(_mean(r, layer, s, t), 3) == value, (layer, s, t)
+    n = {layer: r.extra["layers"][layer]["parameters"] for layer in r.config["layers"]}
+    assert round(n["hyperset"] / n["transformer"], 2) == 0.77
+
+
+def test_freezing_the_step_sizes_past_t_does_not_rescue_hyperset(league):
+    r = league[0]
+    for s in ("6x6-id", "6x6-ood"):
+        assert _mean(r, "hyperset", s, 8, "test_time_clamped") == _mean(r, "hyperset", s, 8)  # same up to T
+        assert _mean(r, "hyperset", s, 16, "test_time_clamped") < _mean(r, "hyperset", s, 8) / 2
+
+
+def test_the_probes(league):
+    probes, provenance = load_committed("sudoku", "league-6x6-probes")
+    assert not provenance["dirty"] and tuple(probes.config["seeds"]) == (0,)
+    assert round(_mean(probes, "hyperset-zeroinit", "6x6-id", 8), 3) == 0.655
+    assert round(_mean(probes, "hyperset-inject", "6x6-id", 8), 3) == 0.179
+    for layer in ("hyperset-zeroinit", "hyperset-inject"):
+        for s in ("6x6-id", "6x6-ood"):
+            assert _mean(probes, layer, s, 16) < max(_mean(probes, layer, s, 8) / 2, 0.01)
+
+
+def test_hyperset_energies_along_the_iterations(league):
+    m = league[0].extra["layers"]["hyperset"]["metrics"]
+    a, ang = m["attention"], m["average_angle"]
+    assert a[0] > a[1] > a[2] < a[3] and ang[1] > ang[0]  # the paper's direction for the first steps only
+    assert (round(a[0], 1), round(a[2], 1), round(a[8], 1), round(a[16], 1), round(a[32], 1)) == (
+        3175.6, 3091.9, 3409.6, 3858.9, 3955.5)
+    assert (round(ang[0], 1), round(ang[1], 1), round(ang[16], 1), round(ang[32])) == (80.5, 85.3, 40.5, 34)
+    assert (round(m["feedforward"][0], 1), round(m["feedforward"][8], 1)) == (-1322.7, -1950.1)
+
+
+def test_sudoku_league_replays_its_first_100_steps_for_every_layer(league):
+    results = league[0]
+    for layer in results.config["layers"]:
+        # one epoch = 140 steps, inside the 200-step warm-up; the two 50-step loss windows that end by step 100
+        cfg = dataclasses.replace(sudoku.PROFILES["league-6x6"], layers=(), layer=layer, seeds=(0,), epochs=1,
+                                  test_sets=("6x6-id",), n_test=20, test_iterations=(8,), eval_every=0, n_trace=0,
+                                  progress=False, device="cpu")
+        got, want = sudoku.run(cfg).histories["seed0"], results.histories[f"{layer}/seed0"]
+        assert got.steps["loss"][:2] == want.steps["loss"][:2] == [50, 100]
+        assert all(abs(a - b) <= 1e-4 for a, b in zip(got.curves["loss"][:2], want.curves["loss"][:2])), layer
