@@ -1,5 +1,6 @@
 """Reading the book outside the website: cell ids (nbformat 4.5) and `python -m energylab list` in a terminal."""
 import copy
+import re
 import importlib.util
 import json
 import pathlib
@@ -66,3 +67,54 @@ def test_list_fits_a_100_column_terminal(capsys):
 
     for row in experiments.describe():  # ... and --long shows all of it
         assert " ".join(row["cost"].split()) in words(long), row
+
+
+spec_r = importlib.util.spec_from_file_location("reader_notebooks", ROOT / "scripts" / "reader_notebooks.py")
+reader = importlib.util.module_from_spec(spec_r)
+spec_r.loader.exec_module(reader)
+
+
+def test_every_chapter_converts_to_plain_jupyter_markdown(tmp_path):
+    """scripts/reader_notebooks.py: no MyST left in any chapter; equations tagged as on the website; exercises as
+    headings with collapsed solutions; author-year citations and the references at the end; code cells unchanged."""
+    written = reader.build(tmp_path)
+    assert [p.name for p in written] == [p.name for p in CHAPTERS]
+    site_numbers = ROOT / "_build" / "html" / "notebooks"
+    for path, source in zip(written, CHAPTERS):
+        nb, original = json.loads(path.read_text(encoding="utf-8")), json.loads(source.read_text(encoding="utf-8"))
+        assert reader.leftovers(nb) == [], path.name
+        text = "\n".join(reader._source(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+        raw = "\n".join(reader._source(c) for c in original["cells"] if c["cell_type"] == "markdown")
+        assert text.count("\\tag{") == raw.count("```{math}")
+        assert text.count("#### Exercise ") == raw.count("```{exercise}")
+        assert text.count("<details>") == text.count("</details>") == raw.count("```{solution}")
+        if "{cite}" in raw:
+            assert nb["cells"][-1]["source"].startswith("## References")
+            assert re.search(r"\([A-Z][^()]*, (19|20)\d\d[a-z]?\)", text), path.name
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        assert code == [c for c in original["cells"] if c["cell_type"] == "code"]
+        html = site_numbers / (path.stem + ".html")
+        if html.exists():  # the same equation numbers as the website (numbered across the book)
+            site = [int(n) for n in re.findall(r'<span class="eqno">\((\d+)\)', html.read_text(encoding="utf-8"))]
+            assert [int(n) for n in re.findall(r"\\tag\{(\d+)\}", text)] == site, path.name
+
+
+def test_converter_markup():
+    book = reader.Book([], ROOT / "book" / "references.bib")
+    book.labels.update({"eq-a": "(7)", "ex-a": "Exercise 3"})
+    book.titles["ex-a"] = "Title"
+    conv = reader.Converter(book, ROOT / "notebooks" / "01_x.ipynb")
+    md = conv.markdown("See {eq}`eq-a` and {cite}`gros2024expressive`.\n\n```{math}\n:label: eq-a\na \\\\ b\n```\n\n"
+                       "````{exercise} Title\n:label: ex-a\nDo it.\n```{math}\n:label: eq-a\nx\n```\n````\n\n"
+                       "```{solution} ex-a\n:class: dropdown\nDone.\n```")
+    assert "See (7) and (Gros, 2024)." in md
+    assert "$$\n\\begin{split}a \\\\ b\\end{split} \\tag{7}\n$$" in md
+    assert "#### Exercise 3: Title\n\nDo it.\n$$\nx \\tag{7}\n$$" in md
+    assert "<details>\n<summary>Solution to Exercise 3 (Title)</summary>\n\nDone.\n\n</details>" in md
+    assert conv.references().startswith("## References\n\n- Gros, Claudius (2024).")
+    with pytest.raises(ValueError, match="no-such"):
+        conv.markdown("{eq}`no-such`")
+    with pytest.raises(ValueError, match="figure"):
+        conv.markdown("```{figure} x.png\n```")
+    assert reader.leftovers({"cells": [{"cell_type": "markdown", "source": ":label: x\n{cite}`a`"}]}) == [
+        "cell 0: :label:", "cell 0: {cite}`"]

@@ -4,7 +4,8 @@
 (function () {
   "use strict";
   const MIN_SCALE = 0.7;
-  const PRINT_MIN_SCALE = 0.4; // paper cannot scroll: shrink further
+  const PRINT_MIN_SCALE = 0.4; // paper cannot scroll: shrink further (scripts/build_pdf.py calls readingFit with it)
+  window.READING_PRINT_MIN_SCALE = PRINT_MIN_SCALE;
   function overflowing(el) { return el.scrollWidth > el.clientWidth + 1; }
   function fit(minScale) {
     document.querySelectorAll('mjx-container[display="true"]').forEach(function (eq) {
@@ -24,20 +25,26 @@
       box.classList.toggle("el-scroll-frame", overflowing(box));
     });
   }
-  window.readingFit = fit;
+  window.readingFit = function (minScale) { fit(minScale || MIN_SCALE); window.readingFitDone = true; };
   function whenTypeset(then, tries) {
     const mj = window.MathJax;
-    if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(then);
-    else if ((tries || 0) > 100) then(); // a page without MathJax: tables only
+    if (!document.querySelector('script[src*="mathjax"]')) then(); // a page without MathJax: tables only
+    else if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(then);
+    else if ((tries || 0) > 300) then(); // MathJax never started: fit what there is
     else setTimeout(function () { whenTypeset(then, (tries || 0) + 1); }, 100);
   }
   let timer = null;
   document.addEventListener("DOMContentLoaded", function () {
-    whenTypeset(function () { fit(MIN_SCALE); });
+    whenTypeset(function () { window.readingFit(MIN_SCALE); });
     window.addEventListener("resize", function () {
       clearTimeout(timer);
-      timer = setTimeout(function () { fit(MIN_SCALE); }, 150);
+      timer = setTimeout(function () { window.readingFit(MIN_SCALE); }, 150);
     });
-    window.addEventListener("beforeprint", function () { fit(PRINT_MIN_SCALE); });
+    // an opened solution or <details> shows equations that had no size while hidden
+    document.addEventListener("click", function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { window.readingFit(MIN_SCALE); }, 150);
+    });
+    window.addEventListener("beforeprint", function () { window.readingFit(PRINT_MIN_SCALE); });
   });
 })();
