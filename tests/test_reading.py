@@ -1,9 +1,9 @@
 """Reading the book outside the website: cell ids (nbformat 4.5) and `python -m energylab list` in a terminal."""
 import copy
-import re
 import importlib.util
 import json
 import pathlib
+import re
 
 import pytest
 

@@ -3,8 +3,9 @@
 Every ``<div class="highlight"><pre>`` of a page (cell inputs, outputs, code blocks) gets each of its lines wrapped
 in ``<span class="el-line">``, so the stylesheet can wrap a long line with a hanging indent and draw a continuation
 mark beside each wrapped piece (under the line's own indentation), on the website and in the PDF printed from it.
-The newline stays between the spans, so copying the code gives it back unchanged. Pygments closes its token spans at each line end; a block whose line
-does not (its tags do not balance) is left as it was, and still wraps, without the marks.
+The newline stays between the spans, so copying the code gives it back unchanged. Pygments closes its token spans
+at each line end; a block whose line does not (its tags do not balance) is left as it was, and still wraps,
+without the marks.
 """
 from __future__ import annotations
 
