@@ -1,6 +1,6 @@
 """Command line: train an experiment at any profile, or list them.
 
-    python -m energylab list
+    python -m energylab list [--long]
     python -m energylab run <experiment> --profile quick|full --device auto|cpu|cuda --out DIR [--resume]
                                          [--set field=value ...] [--commit [NAME]]
     torchrun --nproc_per_node=K -m energylab run <experiment> ...   # DistributedDataParallel, one GPU per rank
@@ -46,7 +46,10 @@ def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m energylab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="experiments, their profiles and estimated cost")
+    listing = sub.add_parser("list", help="experiments, their profiles and estimated cost")
+    listing.add_argument("--long", action="store_true",
+                         help="the whole cost text and each experiment's description, wrapped (default: one "
+                         f"line per profile, cut at {LIST_WIDTH} columns)")
     run = sub.add_parser("run", help="train an experiment")
     run.add_argument("experiment")
     run.add_argument("--profile", default="quick", help="quick (laptop CPU) or full (the paper's scale)")
@@ -69,9 +72,7 @@ def _main(argv: list[str] | None) -> int:
     out = None if args.command == "list" else (args.out or f"results/{args.experiment}-{args.profile}")
     try:
         if args.command == "list":
-            from energylab.bench import format_table
-
-            print(format_table(experiments.describe()))
+            print(format_listing(experiments.describe(), long=args.long))
             return 0
         from energylab.train import init_distributed
 
@@ -109,6 +110,40 @@ def _main(argv: list[str] | None) -> int:
         for key, value in results.final.items():
             print(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")
     return 0
+
+
+LIST_WIDTH = 100  # a terminal's columns that `list` keeps to
+
+
+def format_listing(rows: list[dict], long: bool = False, width: int = LIST_WIDTH) -> str:
+    """``describe()`` rows as lines of at most ``width`` characters: experiment, profile, cost.
+
+    Short form: one line per profile, the cost cut with an ellipsis where it would pass ``width``. Long form: the
+    experiment's description under its name, then every profile with its whole cost, wrapped under the cost column.
+    """
+    import textwrap
+
+    name_w = max(len("experiment"), *(len(r["experiment"]) for r in rows)) if rows else len("experiment")
+    prof_w = max(len("profile"), *(len(r["profile"]) for r in rows)) if rows else len("profile")
+    indent = name_w + prof_w + 4
+    room = width - indent
+    head = f"{'experiment'.ljust(name_w)}  {'profile'.ljust(prof_w)}  cost"
+    lines = [head + ("" if long else "  (--long: all of it)"), "-" * min(width, indent + room)]
+    shown = None
+    for r in rows:
+        first = f"{r['experiment'].ljust(name_w)}  {r['profile'].ljust(prof_w)}  "
+        cost = " ".join(str(r["cost"]).split())
+        if not long:
+            lines.append(first + (cost if len(cost) <= room else cost[:room - 1].rstrip() + "…"))
+            continue
+        if r["experiment"] != shown and r.get("about"):
+            shown = r["experiment"]
+            lines += textwrap.wrap(r["about"], width, initial_indent=f"{r['experiment']}: ",
+                                   subsequent_indent=" " * (len(r["experiment"]) + 2), break_on_hyphens=False)
+        wrapped = textwrap.wrap(cost, room, break_on_hyphens=False) or [""]
+        lines.append(first + wrapped[0])
+        lines += [" " * indent + part for part in wrapped[1:]]
+    return "\n".join(lines)
 
 
 def _fail(message: str, code: int) -> int:

@@ -4,6 +4,8 @@
     python scripts/build_book.py --execute  # first re-execute every notebook with papermill (profile=quick)
     python scripts/build_book.py --no-pdf   # skip the whole-book PDF (scripts/build_pdf.py, needs Chromium)
 
+The download (.ipynb) and Colab buttons of each chapter give the reader notebook (scripts/reader_notebooks.py:
+the MyST markup as plain Jupyter markdown), also written to _build/reader/.
 The sources are copied to _build/src/ (notebooks there are replaced by freshly executed copies with
 --execute), so the working tree is never modified. The build adds an execution status page (scripts/status_page.py):
 each chapter's profile, wall time, date and result, and the committed results under results/.
@@ -96,6 +98,35 @@ def write_status_page(runs: list[dict]) -> None:
     toc.write_text(status_page.add_to_toc(toc.read_text(encoding="utf-8")), encoding="utf-8")
 
 
+COLAB_BRANCH = "colab"  # the branch that holds the reader notebooks (_build/reader) for Colab's launch button
+
+
+def publish_reader_notebooks(html: pathlib.Path) -> None:
+    """The reader notebooks (scripts/reader_notebooks.py: plain Jupyter markdown, no MyST) into the site and the
+    staged tree: each chapter's download button (.ipynb) serves its reader notebook, and its Colab button opens
+    the reader notebook on the COLAB_BRANCH branch of the repository (where the publishing step pushes
+    _build/reader/). The Binder (JupyterLab) button keeps the MyST chapters, which jupyterlab-myst renders."""
+    import re
+
+    import reader_notebooks
+
+    written = reader_notebooks.build(ROOT / "_build" / "reader")
+    sources = html / "_sources" / "notebooks"
+    for path in written:
+        if (sources / path.name).exists():
+            shutil.copy2(path, sources / path.name)
+    changed = 0
+    for page in (html / "notebooks").glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        new = re.sub(r'(href="https://colab\.research\.google\.com/github/[^"]+?/blob/)[^/"]+(/notebooks/)',
+                     lambda m: m.group(1) + COLAB_BRANCH + m.group(2), text)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            changed += 1
+    print(f"[build] {len(written)} reader notebooks (plain Jupyter markdown) behind the download buttons; "
+          f"Colab buttons of {changed} chapters open them from the '{COLAB_BRANCH}' branch", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--execute", action="store_true", help="re-execute notebooks with papermill first")
@@ -119,6 +150,7 @@ def main(argv=None) -> int:
     if result.returncode != 0:
         print("[build] FAILED: see the warnings above", file=sys.stderr)
         return result.returncode
+    publish_reader_notebooks(html)
     if not args.no_pdf:
         import build_pdf
         import smoke_site

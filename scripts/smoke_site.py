@@ -11,9 +11,12 @@ errors from timers or lazily loaded code are seen too. A page fails if:
 - MathJax did not typeset the math (a math element still shows raw TeX, or none was typeset);
 - a plotly figure's div holds no drawn SVG;
 - a saved widget view was not rendered;
-- a redirecting page (index.html) did not arrive where it points, or the search found nothing.
+- a redirecting page (index.html) did not arrive where it points, or the search found nothing;
+- at a 1366- or a 1920-pixel-wide window, any code cell, output, display equation or table is clipped (wider than
+  its box or past the article column; an equation or table may scroll inside a visible frame instead).
 Then, without a browser: the status page lists every chapter once with no failure, and every page's download
-menu links the whole-book PDF, which exists.
+menu links the whole-book PDF, which exists, shows every line of code and printed output whole (pdftotext), and
+on sampled pages, seen as images (pdftoppm), has nothing in its side margins.
 Exit status 0 when every page passes.
 """
 from __future__ import annotations
@@ -61,6 +64,52 @@ CHECK_JS = r"""
                          search_summary: (document.querySelector('.search-summary') || {}).textContent || ''});
 })()
 """
+
+# Clipped content at a given window width: code (cell inputs and code blocks) and outputs must fit their box (they
+# wrap: a horizontal scrollbar counts as clipped); a display equation or a table may instead scroll inside a visible
+# frame (class el-scroll-frame, book/assets/js/reading.js), counted apart as "scrolled"; nothing may end past the
+# article column's right edge. Collapsed solutions and <details> are opened first: a reader can open them.
+CLIP_JS = r"""
+(() => {
+  // reveal what a reader can open: collapsed solutions and <details>
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+  if (window.readingFit) window.readingFit(%s);  // what the page does when a reader opens them
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const right = article.getBoundingClientRect().right;
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  const inOutput = el => !!el.closest('div.cell_output');
+  const groups = {
+    code: [...article.querySelectorAll('div.highlight pre')].filter(el => !inOutput(el)),
+    output: [...article.querySelectorAll('div.cell_output pre')],
+    equation: [...article.querySelectorAll('mjx-container[display="true"]')],
+    table: [...article.querySelectorAll('table')],
+  };
+  const out = {clipped: {}, scrolled: {}, total: {}, examples: []};
+  for (const [kind, els] of Object.entries(groups)) {
+    let clipped = 0, scrolled = 0, total = 0;
+    for (const el of els) {
+      if (!el.getClientRects().length) continue;
+      total++;
+      const box = kind === 'table' ? (el.closest('.pst-scrollable-table-container, .table-wrapper') || el) : el;
+      const over = box.scrollWidth > box.clientWidth + 1;
+      const beyond = box.getBoundingClientRect().right > right + 1;
+      const framed = box.classList.contains('el-scroll-frame') && scrolls(box);
+      if (beyond || (over && !((kind === 'equation' || kind === 'table') && framed))) {
+        clipped++;
+        if (out.examples.length < 5) out.examples.push(`${kind}: ${box.scrollWidth}px in ${box.clientWidth}px: `
+          + el.textContent.trim().slice(0, 60));
+      } else if (over) scrolled++;
+    }
+    out.clipped[kind] = clipped; out.scrolled[kind] = scrolled; out.total[kind] = total;
+  }
+  out.page = document.documentElement.scrollWidth > window.innerWidth + 1 ? 1 : 0;
+  out.column = Math.round(article.getBoundingClientRect().width);
+  return JSON.stringify(out);
+})()
+"""
+CLIP_WIDTHS = (1366, 1920)  # a common laptop window and a full-HD one
+KINDS = ("code", "output", "equation", "table")
 
 
 class CDP:
@@ -235,10 +284,13 @@ def evaluate_checks(cdp: CDP, session: str) -> dict | None:
 
 def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
                timeout: float = 90.0, settle: float = 3.0, pdf: pathlib.Path | None = None,
-               width: int | None = None) -> list[str]:
+               width: int | None = None, clip_widths: tuple[int, ...] | None = None,
+               clip_counts: dict | None = None) -> list[str]:
     """Open ``url`` in a new tab, wait until it has rendered, and return what a reader would find wrong (empty
     when nothing). With ``pdf``, the rendered page is then printed there (scripts/build_pdf.py); ``width`` sets
-    the viewport's width in CSS pixels first (figures are laid out for it)."""
+    the viewport's width in CSS pixels first (figures are laid out for it). ``clip_widths``: window widths at which
+    clipped code, outputs, equations and tables are counted (a problem when any is); the counts are added into
+    ``clip_counts`` ({width: {kind: n}})."""
     target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
     session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     cdp.watched.clear()
@@ -306,17 +358,44 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
         problems.append(f"search: no results ({result['search_summary'].strip() or 'the search did not finish'})")
+    clips = {}
+    for clip_width in (clip_widths or ()):
+        clips[clip_width] = measure_clipping(cdp, session, clip_width)
+        counts = clips[clip_width]["clipped"]
+        if sum(counts.values()) or clips[clip_width]["page"]:
+            problems.append(f"clipped at {clip_width} px: " + ", ".join(f"{counts[k]} {k}" for k in KINDS)
+                            + (", the page scrolls sideways" if clips[clip_width]["page"] else "")
+                            + f" (e.g. {'; '.join(clips[clip_width]['examples'][:2])})")
+    if clip_widths and width is not None:
+        cdp.send("Emulation.setDeviceMetricsOverride", session, width=width, height=2000, deviceScaleFactor=1,
+                 mobile=False)
     if screenshot is not None:
         metrics = cdp.send("Page.getLayoutMetrics", session)["cssContentSize"]
         clip = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 16000), "scale": 0.5}
         shot = cdp.send("Page.captureScreenshot", session, format="png", clip=clip, captureBeyondViewport=True)["data"]
         screenshot.write_bytes(base64.b64decode(shot))
     if pdf is not None:
-        print_to_pdf(cdp, session, pdf)
+        problems += print_to_pdf(cdp, session, pdf)
     cdp.send("Target.closeTarget", targetId=target)
+    for clip_width, clip in clips.items():
+        if clip_counts is not None:
+            for key in ("clipped", "scrolled", "total"):
+                for kind, n in clip[key].items():
+                    totals = clip_counts.setdefault(clip_width, {}).setdefault(key, dict.fromkeys(KINDS, 0))
+                    totals[kind] += n
+    clipped = "  clipped " + "/".join(str(sum(c["clipped"].values())) for c in clips.values()) if clips else ""
     print(f"  {url.split('/', 3)[-1]:45s} math {result['typeset']:4d}  figures {result['figures']:2d}  "
-          f"widgets {result['widgets_rendered']:2d}  {'OK' if not problems else 'FAIL'}", flush=True)
+          f"widgets {result['widgets_rendered']:2d}{clipped}  {'OK' if not problems else 'FAIL'}", flush=True)
     return problems
+
+
+def measure_clipping(cdp: CDP, session: str, width: int, min_scale: float = 0.7, settle: float = 1.0) -> dict:
+    """Lay the page out ``width`` CSS pixels wide and count its clipped code, outputs, equations and tables."""
+    cdp.send("Emulation.setDeviceMetricsOverride", session, width=width, height=900, deviceScaleFactor=1,
+             mobile=False)
+    cdp.pump(settle)  # the page refits its equations on resize (reading.js)
+    reply = cdp.send("Runtime.evaluate", session, expression=CLIP_JS % min_scale, returnByValue=True)
+    return json.loads(reply["result"]["value"])
 
 
 # fixed starts on which the page's JavaScript integrator (book/assets/js/sphere_flow.js) must reproduce
@@ -361,8 +440,25 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
 PDF_WAIT = 900  # seconds for Chromium to lay out and print the single-page book (about 200 s on two busy cores)
 
 
-def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> None:
-    """Print the page in ``session`` (A4, backgrounds, the page's print CSS) to ``path``, streamed in chunks."""
+PRINT_MIN_SCALE = 0.4  # the smallest font scale for a display equation on paper (book/assets/js/reading.js)
+
+
+def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> list[str]:
+    """Print the page in ``session`` (A4, backgrounds, the page's print CSS) to ``path``, streamed in chunks; what
+    would be clipped on paper (empty when nothing). The page is laid out with its print CSS first, its equations
+    fitted to the paper, and its code, outputs, equations and tables counted as for the website (paper cannot
+    scroll, so an equation or a table in a scrolling frame counts as clipped)."""
+    cdp.send("Emulation.setEmulatedMedia", session, media="print")
+    cdp.pump(1.0)
+    reply = cdp.send("Runtime.evaluate", session, expression=CLIP_JS % PRINT_MIN_SCALE, returnByValue=True)
+    clip = json.loads(reply["result"]["value"])
+    problems = []
+    if sum(clip["clipped"].values()) + sum(clip["scrolled"].values()):
+        problems.append("PDF: clipped on paper: " + ", ".join(
+            f"{clip['clipped'][k] + clip['scrolled'][k]} {k}" for k in KINDS)
+            + f" (e.g. {'; '.join(clip['examples'][:3])})")
+    print("[pdf] laid out for paper: " + ", ".join(f"{clip['clipped'][k] + clip['scrolled'][k]} of "
+                                                 f"{clip['total'][k]} {k}" for k in KINDS) + " clipped", flush=True)
     reply = cdp.send("Page.printToPDF", session, wait=PDF_WAIT, paperWidth=8.27, paperHeight=11.69,
                      printBackground=True, marginTop=0.5, marginBottom=0.5, marginLeft=0.5, marginRight=0.5,
                      transferMode="ReturnAsStream")
@@ -373,6 +469,7 @@ def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> None:
             if chunk.get("eof"):
                 break
     cdp.send("IO.close", session, handle=reply["stream"])
+    return problems
 
 
 def pdf_pages(path: pathlib.Path) -> int:
@@ -401,6 +498,112 @@ def check_book_pdf(site: pathlib.Path, min_pages: int = 20) -> list[str]:
         elif (html_file.parent / link.group(1)).resolve() != pdf.resolve():
             problems.append(f"{rel}: the book PDF link points to {link.group(1)}")
     return problems
+
+
+PDF_SAMPLES = 6  # pages of the PDF rendered as images and checked (the widest code first)
+MARGIN_IN = 0.5  # the printed margins (print_to_pdf)
+
+
+def _squeeze(text: str, digits: bool = True) -> str:
+    """Text without whitespace (a wrapped line is a line still), optionally without digits (re-executed outputs)."""
+    text = re.sub(r"\s+", "", text)
+    return re.sub(r"\d+", "", text) if not digits else text
+
+
+def _notebook_lines(notebooks: list[pathlib.Path]) -> list[tuple[str, str, str]]:
+    """(chapter, kind, line) for every non-blank line of every code cell and every stream output."""
+    lines = []
+    for path in notebooks:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code" or {"remove-cell", "remove-input"} & set(cell["metadata"].get("tags", [])):
+                continue
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            lines += [(path.stem, "code", line) for line in src.splitlines() if line.strip()]
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "stream" and out.get("name") == "stdout":
+                    text = out["text"] if isinstance(out["text"], str) else "".join(out["text"])
+                    lines += [(path.stem, "output", line) for line in text.splitlines() if line.strip()]
+    return lines
+
+
+def check_pdf_content(pdf: pathlib.Path, notebooks: list[pathlib.Path], images: pathlib.Path | None = None,
+                      samples: int = PDF_SAMPLES) -> tuple[list[str], dict]:
+    """The PDF shows every code line and every printed output line whole, and nothing crosses into the margins.
+
+    Text (pdftotext): each non-blank line of every chapter's code cells must appear in the PDF's text, whitespace
+    ignored (a line cut at the margin loses its end); output lines likewise, digits ignored too (CI re-executes
+    the chapters). Images (pdftoppm, 50 dpi): on the pages that carry the longest code lines and a spread of
+    others, the left and right margins must be blank: a line, an equation, a scrollbar or a box edge in them
+    is content that did not fit. Returns (problems, numbers)."""
+    problems = []
+    tools = {name: shutil.which(name) for name in ("pdftotext", "pdftoppm")}
+    if None in tools.values():
+        return ["pdftotext/pdftoppm missing (Debian: apt-get install poppler-utils)"], {}
+    pages_text = subprocess.run([tools["pdftotext"], "-layout", str(pdf), "-"], capture_output=True, text=True,
+                                check=True).stdout.split("\f")
+    whole, whole_nd = _squeeze("".join(pages_text)), _squeeze("".join(pages_text), digits=False)
+    missing = {"code": [], "output": []}
+    lines = _notebook_lines(notebooks)
+    for chapter, kind, line in lines:
+        if kind == "code" and _squeeze(line) not in whole:
+            missing[kind].append(f"{chapter}: {line.strip()[:70]}")
+        elif kind == "output" and _squeeze(line, digits=False) not in whole_nd:
+            missing[kind].append(f"{chapter}: {line.strip()[:70]}")
+    for kind, items in missing.items():
+        if items:
+            problems.append(f"PDF: {len(items)} {kind} line(s) not found whole, e.g. {items[:3]}")
+    # pages to look at: those holding the longest code lines, then evenly spread ones
+    longest = sorted((line for _, kind, line in lines if kind == "code"), key=len, reverse=True)
+    chosen: list[int] = []
+    for line in longest:
+        head = _squeeze(line)[:40]
+        page = next((i for i, t in enumerate(pages_text) if head and head in _squeeze(t)), None)
+        if page is not None and page not in chosen:
+            chosen.append(page)
+        if len(chosen) >= samples // 2:
+            break
+    n_pages = len(pages_text) - (1 if pages_text and not pages_text[-1].strip() else 0)
+    chosen += [i for i in range(0, n_pages, max(1, n_pages // (samples - len(chosen) + 1)))[1:] if i not in chosen]
+    chosen = sorted(chosen[:samples])
+    inked = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for page in chosen:
+            prefix = pathlib.Path(tmp) / f"p{page + 1}"
+            subprocess.run([tools["pdftoppm"], "-f", str(page + 1), "-l", str(page + 1), "-r", "50", "-gray",
+                            "-singlefile", str(pdf), str(prefix)], check=True)
+            image = prefix.with_suffix(".pgm")
+            width, height, pixels = _read_pgm(image)
+            margin = int(MARGIN_IN * 50) - 3  # the margin in pixels, less a little antialiasing
+            band = [(y, x) for y in range(margin, height - margin) for x in
+                    (*range(0, margin), *range(width - margin, width)) if pixels[y * width + x] < 200]
+            if band:
+                inked.append(f"page {page + 1} ({len(band)} dark pixels in its side margins)")
+            if images is not None:
+                images.mkdir(parents=True, exist_ok=True)
+                subprocess.run([tools["pdftoppm"], "-f", str(page + 1), "-l", str(page + 1), "-r", "80", "-png",
+                                "-singlefile", str(pdf), str(images / f"pdf-page-{page + 1}")], check=True)
+    if inked:
+        problems.append(f"PDF: content in the margins of {', '.join(inked)}")
+    numbers = {"code_lines": sum(k == "code" for _, k, _ in lines),
+               "output_lines": sum(k == "output" for _, k, _ in lines),
+               "missing_code": len(missing["code"]), "missing_output": len(missing["output"]),
+               "pages_checked": [p + 1 for p in chosen], "pages_inked": len(inked)}
+    return problems, numbers
+
+
+def _read_pgm(path: pathlib.Path) -> tuple[int, int, bytes]:
+    """A binary (P5, 8-bit) PGM: width, height, pixels."""
+    data = path.read_bytes()
+    fields, pos = [], 0
+    while len(fields) < 4:
+        match = re.compile(rb"\s*(#[^\n]*\n\s*)*(\S+)").match(data, pos)
+        fields.append(match.group(2))
+        pos = match.end()
+    if fields[0] != b"P5" or int(fields[3]) > 255:
+        raise ValueError(f"{path}: not an 8-bit binary PGM")
+    width, height = int(fields[1]), int(fields[2])
+    return width, height, data[pos + 1:pos + 1 + width * height]
 
 
 def check_status_page(site: pathlib.Path) -> list[str]:
@@ -435,6 +638,7 @@ def main(argv=None) -> int:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     server, port = serve(SITE)
     failures = {}
+    clip_counts: dict = {}
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         proc, ws_url = start_chromium(profile)
         try:
@@ -442,20 +646,35 @@ def main(argv=None) -> int:
             for page in pages:
                 path = page.split("?", 1)[0]
                 shot = args.screenshots / (pathlib.Path(path).stem + ".png") if args.screenshots else None
-                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", SITE / path, shot, settle=args.settle)
+                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", SITE / path, shot, settle=args.settle,
+                                      width=CLIP_WIDTHS[0], clip_widths=CLIP_WIDTHS, clip_counts=clip_counts)
                 if problems:
                     failures[page] = problems
         finally:
             stop_chromium(proc)
             server.shutdown()
+    pdf_problems, pdf_numbers = [], {}
+    if (SITE / "energylab.pdf").exists():
+        pdf_problems, pdf_numbers = check_pdf_content(SITE / "energylab.pdf",
+                                                      sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")),
+                                                      images=args.screenshots)
     for name, problems in (("book/status.html (content)", check_status_page(SITE)),
-                           ("energylab.pdf (the whole book)", check_book_pdf(SITE))):
+                           ("energylab.pdf (the whole book)", check_book_pdf(SITE) + pdf_problems)):
         if problems:
             failures[name] = problems
     for page, problems in failures.items():
         print(f"FAIL {page}:")
         for p in dict.fromkeys(problems):
             print(f"   - {p}")
+    for clip_width, counts in clip_counts.items():
+        print(f"clipped at {clip_width} px: " + ", ".join(f"{counts['clipped'][k]} of {counts['total'][k]} {k}"
+                                                         for k in KINDS)
+              + "; in a scrolling frame: " + ", ".join(f"{counts['scrolled'][k]} {k}" for k in KINDS))
+    if pdf_numbers:
+        print(f"PDF: {pdf_numbers['code_lines'] - pdf_numbers['missing_code']} of {pdf_numbers['code_lines']} code "
+              f"lines and {pdf_numbers['output_lines'] - pdf_numbers['missing_output']} of "
+              f"{pdf_numbers['output_lines']} output lines found whole; pages {pdf_numbers['pages_checked']} seen "
+              f"as images, {pdf_numbers['pages_inked']} with content in the margins")
     print(f"smoke_site: {len(pages) - len(failures)} of {len(pages)} pages passed")
     return 1 if failures else 0
 

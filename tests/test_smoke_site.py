@@ -83,3 +83,33 @@ def test_the_sphere_chapter_carries_the_in_page_explorer():
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
     assert sum(s.count('<div class="sphere-explorer"></div>') for s in cells) == 1
     assert [case["method"] for case in ss.FLOW_CASES] == ["euler", "rk4", "rk4"] and ss.FLOW_TOL == 1e-6
+
+
+def test_clip_check_counts_every_kind_at_both_widths():
+    js = ss.CLIP_JS % 0.7
+    assert "readingFit(0.7)" in js and ss.CLIP_WIDTHS == (1366, 1920)
+    assert ss.KINDS == ("code", "output", "equation", "table")
+    for kind in ss.KINDS:
+        assert f"{kind}:" in js
+
+
+def test_pdf_text_check_ignores_wrapping_and_rerun_digits(tmp_path):
+    assert ss._squeeze("a = 1 +\n  2  # x") == "a=1+2#x"
+    assert ss._squeeze("err 1.2e-05 ok", digits=False) == "err.e-ok"
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "x = 1\n\ny = 2",
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "value: 3\n"}]},
+                    {"cell_type": "code", "metadata": {"tags": ["remove-input"]}, "source": "hidden", "outputs": []},
+                    {"cell_type": "markdown", "metadata": {}, "source": "text"}]}
+    path = tmp_path / "01_a.ipynb"
+    path.write_text(__import__("json").dumps(nb))
+    assert ss._notebook_lines([path]) == [("01_a", "code", "x = 1"), ("01_a", "code", "y = 2"),
+                                          ("01_a", "output", "value: 3")]
+
+
+def test_pgm_reader(tmp_path):
+    image = tmp_path / "p.pgm"
+    image.write_bytes(b"P5\n# c\n3 2\n255\n" + bytes([0, 128, 255, 1, 2, 3]))
+    assert ss._read_pgm(image) == (3, 2, bytes([0, 128, 255, 1, 2, 3]))
+    image.write_bytes(b"P6\n3 2\n255\n" + bytes(18))
+    with pytest.raises(ValueError, match="PGM"):
+        ss._read_pgm(image)
