@@ -278,7 +278,8 @@ def _fast_step(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
         failed.append(f"the symmetric sphere step could not be built ({err})")
     step, err = _fused_stepper(x0, w, config)
     if step is not None:
-        kernels.fall_back("sphere-symmetric", failed[0], instead="sphere-fused")
+        if failed:
+            kernels.fall_back("sphere-symmetric", failed[0], instead="sphere-fused")
         return step
     failed.append(f"torch.compile could not build the fused sphere step ({err})")
     kernels.fall_back("sphere-fused", "; ".join(failed))

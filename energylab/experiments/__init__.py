@@ -54,7 +54,7 @@ EXPERIMENTS = {
 
 # experiment -> its config fields that name looped layers (energylab.models.looped.LAYERS): checked by get_config,
 # so that `python -m energylab run sudoku --set layer=NAME` refuses an unknown NAME before anything trains
-LAYER_FIELDS = {"sudoku": ("layer",), "forms": ("layers",), "hyperset": ("layers",)}
+LAYER_FIELDS = {"sudoku": ("layer", "layers"), "forms": ("layers",), "hyperset": ("layers",)}
 
 
 def get_experiment(name: str) -> ModuleType:
@@ -96,7 +96,7 @@ def _check_layers(name: str, config) -> None:
     from energylab.models.looped import layer_builder
 
     for field in LAYER_FIELDS.get(name, ()):
-        value = getattr(config, field)
+        value = getattr(config, field, None) or ()  # a field this experiment does not have, or () / None
         for layer in (value,) if isinstance(value, str) else value:
             try:
                 layer_builder(layer)
