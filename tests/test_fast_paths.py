@@ -122,7 +122,8 @@ def _ensemble():
 
     def run(compile):
         forward = ensemble._forward(wrapper, {}, compile)
-        return lambda W, b: forward({"model.lin.weight": W, "model.lin.bias": b}, {}, batch)[0]
+        return lambda W, b: forward({"model.lin.weight": W, "model.lin.bias": b}, {},
+                                    tuple(t.to(W.dtype) for t in batch))[0]
 
     return run(True), run(False), (_randn(16, 2, 2, 3), _randn(17, 2, 2)), "cpu"
 
