@@ -28,6 +28,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from energylab import kernels
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import to_device
 from energylab.results import (
@@ -156,17 +157,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     prefixed_buffers = {f"model.{k}": v for k, v in buffers.items() if k not in shared}
     prefixed_shared = {f"model.{k}": v for k, v in shared.items()}
 
-    def member(p, b, common, batch):
-        return functional_call(wrapper, (p, b, common), (batch,), tie_weights=False)
-
-    # vmap only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
-    # gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad)
-    vmapped_member = vmap(member, in_dims=(0, 0, None, 0), randomness="different")
-
-    def forward(p, b, batch):
-        return vmapped_member(p, b, prefixed_shared, batch)
-    if config.compile:  # one graph for the S forwards and one for their backward; dynamo caches it per process
-        forward = torch.compile(forward, dynamic=False)
+    forward = _forward(wrapper, prefixed_shared, config.compile)
     optimizer = make_optimizer(list(params.values()), config)
     histories, windows, start = [History() for _ in seeds], [{} for _ in seeds], 0
     ckpt = out_dir is not None and os.path.exists(os.path.join(out_dir, CHECKPOINT))
@@ -234,6 +225,50 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     bar.close()
     _unstack_into(models, params, buffers)
     return Ensemble(seeds, models, histories, vmapped=True)
+
+
+def _forward(wrapper: nn.Module, shared: dict, compile: bool):
+    """``(params, buffers, batch) -> (losses (S,), metrics)``: the S members' forward passes as one vmapped call.
+
+    vmap covers only the forward: autograd then records the batched kernels, and one ordinary backward of Σ_s L_s
+    gives every member its own gradient (the members share no parameters); much cheaper than vmap(grad).
+    ``compile``: the same function under ``torch.compile`` (fast path ``"ensemble-compiled"`` of
+    :data:`energylab.kernels.FAST_PATHS`: the same gradients); where it cannot be built or run (no C++ compiler,
+    a broken one, an unwritable cache folder) one warning and the eager function.
+    """
+    def member(p, b, common, batch):
+        return functional_call(wrapper, (p, b, common), (batch,), tie_weights=False)
+
+    vmapped_member = vmap(member, in_dims=(0, 0, None, 0), randomness="different")
+
+    def forward(p, b, batch):
+        return vmapped_member(p, b, shared, batch)
+    if not compile:
+        return forward
+    problem = kernels.cache_problem()
+    if problem is not None:
+        kernels.fall_back("ensemble-compiled", problem, stacklevel=4)
+        return forward
+    chosen = []  # the function that worked on the first call: compiled, or eager after a failed build
+
+    def compiled_or_eager(p, b, batch):
+        if chosen:
+            return chosen[0](p, b, batch)
+        try:  # the build happens on the first call: forward graph, then the backward graph on the probe below
+            compiled = torch.compile(forward, dynamic=False)  # dynamo caches it per process
+            out = compiled(p, b, batch)
+            leaves = [t for t in p.values() if t.requires_grad]
+            if leaves:  # build the backward now, not inside the optimiser step (the probe's gradients are dropped)
+                torch.autograd.grad(out[0].sum(), leaves, retain_graph=True, allow_unused=True)
+            chosen.append(compiled)
+            return out
+        except Exception as err:  # noqa: BLE001 - any build failure; a model that does not vmap fails eagerly too
+            out = forward(p, b, batch)
+            kernels.fall_back("ensemble-compiled", f"torch.compile failed ({type(err).__name__}: {err})")
+            chosen.append(forward)
+            return out
+
+    return compiled_or_eager
 
 
 def _shared_buffers(models: list[nn.Module], buffers: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -23,8 +23,10 @@ import functools
 
 import torch
 
+from energylab import kernels
+
 __all__ = ["tiles", "expressive_attention", "bisoftmax_attention", "sigmoid_attention", "newton_direction",
-           "flex_expressive_attention"]
+           "flex_expressive_attention", "flex_or_none"]
 
 TILE = 2**18  # elements of one score tile (1 MiB of float32: a few buffers fit the 2 MiB L2), timed on 2-core EPYC
 MIN_ROWS = 16  # the fewest query rows per tile (fewer make the matrix products inefficient)
@@ -342,3 +344,23 @@ def flex_expressive_attention(q, k, v, causal: bool, scale: float, compiled: boo
     fn = _compiled_flex() if compiled else flex_attention
     block_mask = _causal_block_mask(q.shape[-2], q.device) if causal else None
     return fn(q, k, v, score_mod=_ea_score_mod, block_mask=block_mask, scale=scale)
+
+
+_FLEX_FAILED: list[str] = []  # why the compiled flex route could not be built in this process (then never retried)
+
+
+def flex_or_none(q, k, v, causal: bool, scale: float):
+    """:func:`flex_expressive_attention` where fast path ``"flex-expressive"`` of :data:`energylab.kernels.FAST_PATHS`
+    takes these tensors and builds, else None: the caller then runs the tiled kernel. A failed build (no Triton,
+    no compiler, an unwritable cache folder) warns once and is not retried in this process."""
+    if _FLEX_FAILED or kernels.unsupported("flex-expressive", q, k, v) is not None:
+        return None
+    try:
+        problem = kernels.cache_problem()
+        if problem is not None:
+            raise OSError(problem)
+        return flex_expressive_attention(q, k, v, causal, scale)
+    except Exception as err:  # noqa: BLE001 - any build failure: the tiled kernel computes the same weights
+        _FLEX_FAILED.append(f"{type(err).__name__}: {err}")
+        kernels.fall_back("flex-expressive", f"it could not be built ({_FLEX_FAILED[0]})", instead="tiled-expressive")
+        return None

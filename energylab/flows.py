@@ -40,13 +40,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from energylab import fused_flow, symmetric_flow
+from energylab import fused_flow, kernels, symmetric_flow
 from energylab._checks import check_count, check_divides, check_int, check_overflow, check_positive, check_tensor
 from energylab.forms.sphere import sphere_interaction_energy
 from energylab.sphere import normalize, random_tokens, unit_tangent_projection
@@ -254,11 +253,7 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     w = _check_match(x0, weights)
     if config.fused and config.method != "euler":
         raise ValueError(f"fused=True integrates with method='euler' only, got method={config.method!r}")
-    step, way = _flow_step, fused_way(x0, w, config) if config.fused else "unfused"
-    if way == "symmetric":
-        step = _symmetric_stepper(x0, w, config) or _fused_stepper(x0, w, config)
-    elif way == "fused":
-        step = _fused_stepper(x0, w, config)
+    step = _fast_step(x0, w, config) if config.fused else _flow_step
     x, saved, times = x0, [x0], [0]
     for s in range(1, config.steps + 1):
         x = step(x, w, config)
@@ -271,27 +266,52 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     return Trajectory(times=times, x=torch.stack(saved))  # (S,), (S, B, N, d)
 
 
+def _fast_step(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
+    """The step ``fused=True`` takes, as a ``(x, w, config) -> x`` like :func:`_flow_step`: the symmetric C kernel,
+    else the compiled fused step, else :func:`_flow_step` itself. Whatever does not run says why in ONE warning
+    (:class:`energylab.kernels.FastPathWarning`); both fast paths' contract: :data:`energylab.kernels.FAST_PATHS`.
+    """
+    way, why = _fused_route(x0, w, config)
+    if way == "unfused":
+        kernels.fall_back("sphere-fused", why)
+        return _flow_step
+    failed = []
+    if way == "symmetric":
+        step, err = _symmetric_stepper(x0, w, config)
+        if step is not None:
+            return step
+        failed.append(f"the symmetric sphere step could not be built ({err})")
+    step, err = _fused_stepper(x0, w, config)
+    if step is not None:
+        if failed:
+            kernels.fall_back("sphere-symmetric", failed[0], instead="sphere-fused")
+        return step
+    failed.append(f"torch.compile could not build the fused sphere step ({err})")
+    kernels.fall_back("sphere-fused", "; ".join(failed))
+    return _flow_step
+
+
 def _fused_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.fused_flow` as a ``(x, w, config) -> x`` like :func:`_flow_step`.
+    """The Euler step of :mod:`energylab.fused_flow` as a ``(x, w, config) -> x`` and None, or None and the error
+    that stopped ``torch.compile`` from building it (no C++ compiler, a broken one, an unwritable cache folder).
 
     It works on tokens stored coordinates first, (B, d, N); the (B, N, d) states it returns are transposed views.
-    Where ``torch.compile`` cannot build the kernel (no C++ compiler, an unsupported platform) it warns once and
-    returns the unfused :func:`_flow_step`.
     """
-    kernel = fused_flow.compiled_euler_step()
     beta, h = (torch.tensor(v, dtype=x0.dtype, device=x0.device) for v in (config.beta, config.step))
 
     def fused(x, w, config):  # x (B, N, d) -> x.mT (B, d, N) -> one kernel -> back as a (B, N, d) view
         xt = x.transpose(-1, -2).contiguous()  # a no-op from the second step on: x is a view of a (B, d, N) tensor
         return kernel(xt, w.Q, w.K, w.V, beta, h, config.normalized, config.causal).transpose(-1, -2)
 
-    try:
-        fused(x0, w, config)  # compiles on the first call for this shape
-    except Exception as err:  # noqa: BLE001 - any compiler failure: the unfused step computes the same flow
-        warnings.warn(f"torch.compile could not build the fused sphere step ({type(err).__name__}: {err}); "
-                      "using the unfused step")
-        return _flow_step
-    return fused
+    try:  # everything that builds: the cache folders, torch.compile itself, and the first call for this shape
+        problem = kernels.cache_problem()
+        if problem is not None:
+            raise OSError(problem)
+        kernel = fused_flow.compiled_euler_step()
+        fused(x0, w, config)
+    except Exception as err:  # noqa: BLE001 - any build failure: the caller falls back
+        return None, f"{type(err).__name__}: {err}"
+    return fused, None
 
 
 def fused_way(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> str:
@@ -299,31 +319,41 @@ def fused_way(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> s
 
     ``"symmetric"``: every head's Q_hᵀK_h is symmetric, no causal mask, CPU tokens in float32 or float64
     (:mod:`energylab.symmetric_flow`, half the exponentials); ``"fused"``: the compiled step of
-    :mod:`energylab.fused_flow`; ``"unfused"``: not fused at all (SA where the shift could underflow a row).
+    :mod:`energylab.fused_flow`; ``"unfused"``: the reference step, where the fused steps cannot run: SA where the
+    shift could underflow a row, a dtype other than float32/float64, a device other than CPU/CUDA, and whenever
+    autograd records a graph (tokens or weights requiring grad): the fused kernels record no gradients, so
+    ``fused=True`` then integrates with the reference step and gives its gradients
+    (:data:`energylab.kernels.FAST_PATHS`).
     """
-    w = _check_match(x0, weights)
+    return _fused_route(x0, _check_match(x0, weights), config)[0]
+
+
+def _fused_route(x0: torch.Tensor, w: SphereWeights, config: FlowConfig) -> tuple[str, str | None]:
+    """:func:`fused_way`'s answer and, for ``"unfused"``, why."""
+    why = kernels.unsupported("sphere-fused", x0, w.Q, w.K, w.V)
+    if why is not None:
+        return "unfused", why
     if config.normalized and not fused_flow.shift_is_safe(w.Q, w.K, config.beta, x0.dtype):
-        return "unfused"
-    symmetric = (not config.causal and x0.device.type == "cpu" and x0.dtype in (torch.float32, torch.float64)
+        return "unfused", (f"beta={config.beta:g} is too large for the fused steps' softmax shift in {x0.dtype} "
+                           "(energylab.fused_flow.shift_is_safe)")
+    symmetric = (not config.causal and kernels.unsupported("sphere-symmetric", x0) is None
                  and symmetric_flow.symmetric_scores(w.Q, w.K) is not None)
-    return "symmetric" if symmetric else "fused"
+    return ("symmetric" if symmetric else "fused"), None
 
 
 def _symmetric_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.symmetric_flow` as a ``(x, w, config) -> x`` (where ``fused_way`` says
-    "symmetric"), or None where no C compiler builds it (then it warns once and the compiled fused step is used)."""
+    """The Euler step of :mod:`energylab.symmetric_flow` as a ``(x, w, config) -> x`` and None (where ``fused_way``
+    says "symmetric"), or None and the error that stopped the C compiler from building it."""
     try:
         one_step = symmetric_flow.stepper(x0, symmetric_flow.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K,
                                           config.beta, config.step, config.normalized)
-    except Exception as err:  # noqa: BLE001 - any compiler failure: the fused step computes the same flow
-        warnings.warn(f"the symmetric sphere step could not be built ({type(err).__name__}: {err}); "
-                      "using the fused step")
-        return None
+    except Exception as err:  # noqa: BLE001 - any build failure: the caller falls back
+        return None, f"{type(err).__name__}: {err}"
 
     def symmetric(x, w, config):  # x (B, N, d) -> x.mT (B, d, N) -> one C call -> back as a (B, N, d) view
         return one_step(x.transpose(-1, -2).contiguous()).transpose(-1, -2)
 
-    return symmetric
+    return symmetric, None
 
 
 def _usa_overflow_message(config: FlowConfig, dtype) -> str:

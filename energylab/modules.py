@@ -115,8 +115,10 @@ class ExpressiveAttention(_QKVAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
-        if x.device.type == "cuda" and not value_checks_off():  # flex attention's fused kernel (see fast_attention)
-            return self.out(merge_heads(fa.flex_expressive_attention(q, k, v, self.causal, self.scale)))
+        if not value_checks_off():  # CUDA: flex attention's fused kernel where it builds (fast_attention.flex_or_none)
+            y = fa.flex_or_none(q, k, v, self.causal, self.scale)
+            if y is not None:
+                return self.out(merge_heads(y))
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         if value_checks_off():  # torch.func / compile: the composite route, (B, H, N, N) weights
             return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))

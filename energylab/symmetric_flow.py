@@ -45,6 +45,8 @@ import tempfile
 
 import torch
 
+from energylab import kernels
+
 CHUNK = 1024  # columns j per pass, so that their a, v and sums (40 KB in d = 3, float32) stay in the L2 cache
 ROWS = 8  # rows i per pass over the columns j: token j's sums are read and written once per ROWS rows (4: 20% slower)
 SYMMETRY_TOL = 64  # A_h counts as symmetric when |A - Aᵀ| <= SYMMETRY_TOL · eps(dtype) · max|A| (rounding of QᵀK)
@@ -270,6 +272,7 @@ def library(d: int, dtype: torch.dtype) -> ctypes.CDLL:
 def stepper(x0: torch.Tensor, A: torch.Tensor, V: torch.Tensor, Q: torch.Tensor, K: torch.Tensor, beta: float,
             step: float, normalized: bool):
     """A function ``xt -> xt'`` making one Euler step on tokens xt (B, d, N) (a new tensor; xt is not changed).
+    It records no gradients: a RuntimeError if autograd would record one (tokens or weights requiring grad).
 
     Preconditions (the caller's): A = :func:`symmetric_scores` (Q, K) is not None, no causal mask, CPU tokens in
     float32 or float64, and for SA the shift passes :func:`energylab.fused_flow.shift_is_safe`.
@@ -282,6 +285,10 @@ def stepper(x0: torch.Tensor, A: torch.Tensor, V: torch.Tensor, Q: torch.Tensor,
     work = torch.empty((4 * d + 1) * n, dtype=x0.dtype)  # A x, V x, the sums, the velocity: (4 d + 1, N)
 
     def one_step(xt: torch.Tensor) -> torch.Tensor:
+        if kernels.records_grad(xt, *weights):  # the C code writes `out` behind autograd's back: refuse, never lie
+            raise RuntimeError("symmetric_flow's C kernel records no gradients, and the tokens or weights require "
+                               "grad; flows.simulate(..., FlowConfig(fused=True)) then integrates with the "
+                               "reference step (energylab.kernels.FAST_PATHS['sphere-symmetric'])")
         out = xt.clone(memory_format=torch.contiguous_format)  # (B, d, N), stepped in place
         fn(batch, n, heads, dh, 1, out.data_ptr(), *ptrs, beta, step, int(normalized), work.data_ptr())
         return out

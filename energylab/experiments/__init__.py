@@ -52,6 +52,10 @@ EXPERIMENTS = {
     "forms": "energylab.experiments.forms",  # every trainable form (and derived ones) on 4x4 Sudoku, one budget
 }
 
+# experiment -> its config fields that name looped layers (energylab.models.looped.LAYERS): checked by get_config,
+# so that `python -m energylab run sudoku --set layer=NAME` refuses an unknown NAME before anything trains
+LAYER_FIELDS = {"sudoku": ("layer", "layers"), "forms": ("layers",), "hyperset": ("layers",)}
+
 
 def get_experiment(name: str) -> ModuleType:
     """The module of experiment ``name``; ValueError listing the valid names if unknown."""
@@ -82,7 +86,22 @@ def get_config(name: str, profile: str = "quick", **overrides):
         if checked[key] is _NO:
             raise ValueError(f"config field {key!r} of experiment {name!r} expects {_type_name(hints[key])}, "
                              f"got {value!r} ({type(value).__name__})")
-    return dataclasses.replace(config, **checked)
+    config = dataclasses.replace(config, **checked)
+    _check_layers(name, config)
+    return config
+
+
+def _check_layers(name: str, config) -> None:
+    """ValueError (listing every registered layer) if a field of :data:`LAYER_FIELDS` names an unknown layer."""
+    from energylab.models.looped import layer_builder
+
+    for field in LAYER_FIELDS.get(name, ()):
+        value = getattr(config, field, None) or ()  # a field this experiment does not have, or () / None
+        for layer in (value,) if isinstance(value, str) else value:
+            try:
+                layer_builder(layer)
+            except ValueError as err:
+                raise ValueError(f"config field {field!r} of experiment {name!r}: {err}") from None
 
 
 _NO = object()  # "does not fit the annotation"

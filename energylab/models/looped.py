@@ -12,7 +12,8 @@ ffn_mult)`` whose ``forward(x, c)`` maps (B, N, d) states (and the (B, N, d) inp
 it may define ``energy(x, c) -> (B,)`` for the energy hooks. A layer whose update depends on the iteration
 (Hyper-SET's step sizes α_t, γ_t; a depth-wise adapter) sets ``takes_step = True`` and is called as
 ``layer(x, c, t=t, x0=x_0)`` with t = 1..T and x_0 the embedded board. A name whose family (the part before the
-first "-") is in :data:`LAYER_MODULES` imports that module on first use, which registers it.
+first "-") is in :data:`LAYER_MODULES` imports that module on first use, which registers it, and listing the
+names imports them all: the registry is complete in a fresh interpreter, whatever was imported before.
 
 Per-iteration hooks, without side effects (forward stores nothing on the module):
 
@@ -30,19 +31,71 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-LAYERS: dict[str, Callable[[int, int, int], nn.Module]] = {}  # name -> builder(dim, heads, ffn_mult)
-# family -> the module whose import registers its layers (imported on first use, so that this module needs none)
+# family (the part of a name before the first "-") -> the module whose import registers that family's layers
 LAYER_MODULES = {"hyperset": "energylab.models.hyperset", "itrsa": "energylab.models.recurrent",
-                 "akorn": "energylab.models.recurrent"}
+                 "akorn": "energylab.models.recurrent", "form": "energylab.models.derived",
+                 "derived": "energylab.models.derived"}
+
+
+class _Registry(dict):
+    """name -> builder(dim, heads, ffn_mult), complete whatever was imported before: a lookup of a name whose
+    family is in :data:`LAYER_MODULES` imports that module first, and listing the names (iteration, ``len``,
+    ``keys``) imports every one of them. So a fresh interpreter sees every layer the book documents."""
+
+    def _load(self, name) -> None:
+        family = name.split("-")[0] if isinstance(name, str) else None
+        if family in LAYER_MODULES and not dict.__contains__(self, name):
+            importlib.import_module(LAYER_MODULES[family])
+
+    def _load_all(self) -> None:
+        for module in dict.fromkeys(LAYER_MODULES.values()):
+            importlib.import_module(module)
+
+    def __contains__(self, name) -> bool:
+        self._load(name)
+        return dict.__contains__(self, name)
+
+    def __getitem__(self, name):
+        self._load(name)
+        return dict.__getitem__(self, name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def __iter__(self):
+        self._load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self._load_all()
+        return dict.__len__(self)
+
+    def keys(self):
+        self._load_all()
+        return dict.keys(self)
+
+    def items(self):
+        self._load_all()
+        return dict.items(self)
+
+    def values(self):
+        self._load_all()
+        return dict.values(self)
+
+
+LAYERS: dict[str, Callable[[int, int, int], nn.Module]] = _Registry()  # name -> builder(dim, heads, ffn_mult)
+
+
+def layer_names() -> list[str]:
+    """Every registered layer name, sorted (importing every family's module first)."""
+    return sorted(LAYERS)
 
 
 def layer_builder(name: str) -> Callable[[int, int, int], nn.Module]:
-    """The builder registered as ``name``, importing its family's module first if needed; ValueError if none."""
-    family = name.split("-")[0] if isinstance(name, str) else None
-    if name not in LAYERS and family in LAYER_MODULES:
-        importlib.import_module(LAYER_MODULES[family])
-    if name not in LAYERS:
-        raise ValueError(f"unknown layer {name!r}; registered layers: {', '.join(sorted(LAYERS))}")
+    """The builder registered as ``name``, importing its family's module first if needed; a ValueError listing
+    every valid name if there is none."""
+    if not isinstance(name, str) or name not in LAYERS:
+        raise ValueError(f"unknown layer {name!r}; registered layers: {', '.join(layer_names())}")
     return LAYERS[name]
 
 
@@ -50,7 +103,7 @@ def register_layer(name: str, builder: Callable[[int, int, int], nn.Module]) -> 
     """Make ``builder(dim, heads, ffn_mult) -> nn.Module`` available as ``LoopedConfig(layer=name)``."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"layer name must be a non-empty string, got {name!r}")
-    LAYERS[name] = builder
+    dict.__setitem__(LAYERS, name, builder)
 
 
 class TransformerBlock(nn.Module):

@@ -1,0 +1,134 @@
+"""The contract every fast path keeps: drop-in for its reference path, or the reference path itself (issue 39).
+
+A fast path is a faster route to numbers that a reference path (plain PyTorch, autograd-transparent) computes:
+the symmetric C kernel and the compiled fused step of the sphere flows, the tiled attention kernels with their
+hand-written backward, flex attention for EA on CUDA, SDPA for softmax attention, the compiled seed ensemble.
+:data:`FAST_PATHS` states for each one, in one table,
+
+- ``grad``: what it does under autograd. ``"autograd"``: it records gradients equal to the reference path's with
+  respect to every input and parameter (``torch.autograd.gradcheck`` in float64 at small sizes checks it);
+  ``"reference"``: its kernel writes outside autograd's view, so whenever a gradient would be recorded (grad mode
+  on and an input or parameter requiring grad) the reference path runs instead, with one warning;
+- ``dtypes`` and ``devices`` it runs on (None: any); on anything else the reference path runs, with one warning;
+- ``tolerance``: the largest relative error of its values against the reference path's, per dtype (float64
+  tolerances are rounding; float32 ones what the kernels' own rounding measured, with a margin).
+
+And every fast path that must be built first (a C compiler, ``torch.compile``, their cache folders) catches any
+failure of the build, warns once (:class:`FastPathWarning`, naming the cause) and runs the reference path: no
+compiler, a broken one and unwritable cache folders (the temporary folder where the C kernel is built, and
+torch's TORCHINDUCTOR_CACHE_DIR) end the same way.
+``tests/test_fast_paths.py`` checks every row of the table; a new kernel is covered by adding its row here and
+its case there.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+__all__ = ["FastPathWarning", "FastPath", "FAST_PATHS", "records_grad", "unsupported", "fall_back",
+           "cache_problem"]
+
+_F32, _F64 = torch.float32, torch.float64
+
+
+class FastPathWarning(UserWarning):
+    """A fast path was asked for and the reference path ran instead (the message says why)."""
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """One row of the contract (see the module docstring)."""
+
+    where: str  # the module (and function) holding the fast code
+    reference: str  # the path whose values and gradients it must give
+    grad: str  # "autograd" (same gradients as the reference) or "reference" (under grad the reference path runs)
+    dtypes: tuple[torch.dtype, ...] | None = None  # None: every floating dtype the reference path takes
+    devices: tuple[str, ...] | None = None  # device types; None: any
+    tolerance: dict = field(default_factory=lambda: {_F64: 1e-12, _F32: 1e-4})  # max relative value error
+
+    def __post_init__(self):
+        if self.grad not in ("autograd", "reference"):
+            raise ValueError(f"grad must be 'autograd' or 'reference', got {self.grad!r}")
+
+
+FAST_PATHS: dict[str, FastPath] = {
+    "sphere-symmetric": FastPath("energylab.symmetric_flow (ctypes C kernel, writes its output in place)",
+                                 "flows.simulate(fused=False)", grad="reference", dtypes=(_F32, _F64),
+                                 devices=("cpu",)),
+    "sphere-fused": FastPath("energylab.fused_flow.compiled_euler_step (torch.compile)",
+                             "flows.simulate(fused=False)", grad="reference", dtypes=(_F32, _F64),
+                             devices=("cpu", "cuda")),
+    "tiled-expressive": FastPath("energylab.fast_attention.expressive_attention",
+                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd"),
+    "tiled-bisoftmax": FastPath("energylab.fast_attention.bisoftmax_attention",
+                                "forms.hyperspherical.hyperset_attention_update", grad="autograd"),
+    "tiled-sigmoid": FastPath("energylab.fast_attention.sigmoid_attention",
+                              "forms.hyperspherical.sigmoid_attention_update", grad="autograd"),
+    "tiled-newton": FastPath("energylab.fast_attention.newton_direction",
+                             "forms.newton.newton_first_order_direction", grad="autograd"),
+    "flex-expressive": FastPath("energylab.fast_attention.flex_expressive_attention (torch.compile, CUDA)",
+                                "forms.expressive.expressive_weights(s) @ v", grad="autograd", devices=("cuda",),
+                                dtypes=(torch.float16, torch.bfloat16, _F32),  # flex's kernels; float64: tiled
+                                tolerance={_F32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}),
+    "sdpa-softmax": FastPath("F.scaled_dot_product_attention (MultiHeadAttention, TransformerBlock, flows.velocity)",
+                             "softmax(q kᵀ scale) v", grad="autograd"),
+    "ensemble-compiled": FastPath("energylab.ensemble (torch.compile of the vmapped forward)",
+                                  "the same vmapped forward, eager", grad="autograd", devices=("cpu", "cuda")),
+}
+
+
+def records_grad(*tensors) -> bool:
+    """Whether autograd would record a graph through these tensors (grad mode on, one of them requiring grad)."""
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def unsupported(name: str, *tensors) -> str | None:
+    """Why fast path ``name`` cannot take these tensors (its dtypes, devices, or autograd), or None if it can.
+
+    The first tensor's dtype and device stand for all (the callers cast weights to the tokens')."""
+    path = FAST_PATHS[name]
+    first = next(t for t in tensors if isinstance(t, torch.Tensor))
+    if path.dtypes is not None and first.dtype not in path.dtypes:
+        return f"it runs on {', '.join(str(d) for d in path.dtypes)}, not {first.dtype}"
+    if path.devices is not None and first.device.type not in path.devices:
+        return f"it runs on {', '.join(path.devices)} devices, not {first.device.type}"
+    if path.grad == "reference" and records_grad(*tensors):
+        return "its kernel records no gradients and an input requires grad (the reference path gives them)"
+    return None
+
+
+def fall_back(name: str, reason: str, instead: str | None = None, stacklevel: int = 3) -> None:
+    """The one warning of a fallback: fast path ``name`` does not run because of ``reason``; the fast path
+    ``instead`` runs, or (None) the reference path."""
+    runs = f"fast path {instead!r}" if instead else f"the reference path ({FAST_PATHS[name].reference})"
+    warnings.warn(f"fast path {name!r} not used: {reason}; running {runs}", FastPathWarning, stacklevel=stacklevel)
+
+
+def _writable_folder(path: str) -> bool:
+    """Whether ``path`` is, or can be made, a folder we may write in."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+    except OSError:
+        return False
+
+
+def cache_problem() -> str | None:
+    """Why ``torch.compile`` could not write its caches, or None: TORCHINDUCTOR_CACHE_DIR where set, else the
+    temporary folder (``tempfile.gettempdir()``: a TMPDIR that is no folder is skipped for the next candidate, as
+    inductor and the symmetric kernel's build do). Checked before compiling, because ``torch.compile`` fails on an
+    unusable TORCHINDUCTOR_CACHE_DIR when it is called, before any kernel is built."""
+    path = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if path and not _writable_folder(path):
+        return f"TORCHINDUCTOR_CACHE_DIR={path!r} is not a writable folder"
+    try:
+        tmp = tempfile.gettempdir()
+    except OSError as err:  # no candidate folder is writable
+        return f"no temporary folder is writable ({err})"
+    if not _writable_folder(tmp):
+        return f"the temporary folder {tmp!r} is not writable"
+    return None
