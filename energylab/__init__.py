@@ -18,7 +18,7 @@ import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
                "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
-               "committed", "results", "derive"}
+               "committed", "results", "derive", "baselines"}
 _FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from energylab.baselines import constant_accuracy, constant_row_accuracy
 from energylab.ensemble import train_ensemble
 from energylab.models import count_parameters
 from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters
@@ -186,10 +187,8 @@ def curve_auc(history: History, name: str = "eval/exact") -> float:
 def trivial_baselines(tokens: torch.Tensor, length: int) -> dict[str, float]:
     """What a model that ignores its input scores on ``tokens`` (n, 2L+4): the share of the most frequent answer
     (``answer``) and of the most frequent whole trace dp_1 … dp_L (``trace``, also the exact-match baseline)."""
-    answers = tokens[:, 2 * length + 2]
-    _, counts = torch.unique(tokens[:, length + 1:2 * length + 1], dim=0, return_counts=True)
-    n = tokens.shape[0]
-    return {"answer": float(answers.bincount().max()) / n, "trace": float(counts.max()) / n}
+    answers, traces = tokens[:, 2 * length + 2], tokens[:, length + 1:2 * length + 1]
+    return {"answer": constant_accuracy(answers, answers), "trace": constant_row_accuracy(traces, traces)}
 
 
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:

@@ -1,0 +1,84 @@
+"""energylab.baselines: hand-computed values in float64 and exact counts."""
+import numpy as np
+import pytest
+import torch
+
+from energylab import baselines as bl
+from energylab.tasks import images as im
+from energylab.tasks.sudoku import SudokuDataset
+
+SOLUTION = np.array([[1, 2, 3, 4], [3, 4, 1, 2], [2, 1, 4, 3], [4, 3, 2, 1]])
+
+
+def test_mean_and_class_mean_by_hand():
+    train = torch.tensor([[[0.0, 1.0]], [[1.0, 1.0]], [[0.5, 0.0]]], dtype=torch.float64)  # (3, 1, 2)
+    labels = torch.tensor([0, 0, 1])
+    mean = bl.mean_image_prediction(train, 2)
+    assert mean.shape == (2, 1, 2) and mean.dtype == torch.float64
+    assert torch.equal(mean[1], torch.tensor([[0.5, 2.0 / 3.0]], dtype=torch.float64))
+    cls = bl.class_mean_prediction(train, labels, torch.tensor([1, 0, 1]))
+    assert torch.equal(cls, torch.tensor([[[0.5, 0.0]], [[0.5, 1.0]], [[0.5, 0.0]]], dtype=torch.float64))
+
+
+def test_image_baselines_equal_the_mse_written_out():
+    g = torch.Generator().manual_seed(3)
+    train = torch.rand(7, 6, 6, generator=g, dtype=torch.float64)
+    test = torch.rand(5, 6, 6, generator=g, dtype=torch.float64)
+    tl, te = torch.tensor([0, 1, 2, 0, 1, 2, 2]), torch.tensor([2, 0, 1, 1, 0])
+    target = im.patchify(test, 3)  # (5, 4, 9)
+    mask = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 1], [0, 1, 1, 0]], dtype=torch.bool)
+    out = bl.image_baselines(train, target, lambda x: im.patchify(x, 3), mask, tl, te)
+    m = im.patchify(train.mean(0, keepdim=True), 3)[0]  # (4, 9)
+    want = np.mean([((m[mask[b]] - target[b][mask[b]]) ** 2).mean().item() for b in range(5)])
+    assert abs(out["mean_digit"] - want) < 1e-15
+    c = torch.stack([train[tl == k].mean(0) for k in range(3)])
+    cp = im.patchify(c[te], 3)
+    want_c = np.mean([((cp[b][mask[b]] - target[b][mask[b]]) ** 2).mean().item() for b in range(5)])
+    assert abs(out["class_mean"] - want_c) < 1e-15
+    # the mean image is the best constant image under the all-pixel MSE: any other constant scores worse
+    full = bl.image_baselines(train, im.patchify(train, 3), lambda x: im.patchify(x, 3))["mean_digit"]
+    shifted = float(im.masked_mse(im.patchify(train.mean(0, keepdim=True) + 0.01, 3).expand(7, -1, -1),
+                                  im.patchify(train, 3)).mean())
+    assert abs(shifted - full - 1e-4) < 1e-12  # MSE(c) = MSE(mean) + |c - mean|^2 exactly
+
+
+def test_constant_accuracy_counts():
+    train = torch.tensor([3, 1, 3, 2, 1, 3])
+    assert bl.constant_accuracy(train, torch.tensor([3, 3, 0, 1])) == 0.5
+    assert bl.constant_accuracy(torch.tensor([2, 1, 1, 2]), torch.tensor([1, 2, 2])) == 1 / 3  # tie: smallest, 1
+    rows = torch.tensor([[1, 2], [1, 2], [2, 1]])
+    assert bl.constant_row_accuracy(rows, torch.tensor([[1, 2], [2, 1], [1, 1], [1, 2]])) == 0.5
+    with pytest.raises(TypeError, match="train_targets"):
+        bl.constant_accuracy(torch.tensor([0.5]), torch.tensor([1]))
+    with pytest.raises(ValueError, match="train_rows"):
+        bl.constant_row_accuracy(torch.tensor([1, 2]), torch.tensor([[1, 2]]))
+
+
+def test_sudoku_candidates_and_baseline_by_hand():
+    puzzle = SOLUTION.copy()
+    puzzle[0, 0] = 0  # row, column and box all say 1: one candidate
+    puzzle[3, 3] = puzzle[3, 2] = 0  # row 3 misses {1, 2}; column 2 has 1 at (1, 2) -> (3, 2) = 2, (3, 3) = 1
+    puzzle[2, 0] = puzzle[2, 1] = puzzle[1, 0] = puzzle[1, 1] = 0  # box 2 and box 0 leave several open
+    cand = bl.sudoku_candidates(puzzle[None])[0]
+    assert cand[0, 0].tolist() == [True, False, False, False]
+    assert cand[3, 2].tolist() == [False, True, False, False] and cand[3, 3].tolist() == [True, False, False, False]
+    assert cand[0, 1].tolist() == [False, True, False, False]  # a given keeps its own digit
+    assert cand[2, 0].tolist() == [True, True, False, False]  # row 2 leaves {1, 2}, column 0 too
+    ds = SudokuDataset(puzzle[None], SOLUTION[None])
+    out = bl.sudoku_baseline(ds)
+    # 7 blanks; one elimination forces six: (0,0), (3,2), (3,3), (1,0) = 3, (1,1) = 4, (2,1) = 1 (its row holds
+    # 3, 4 and its column 2, 3). Only (2,0) keeps {1, 2} open: the smallest, 1, is wrong (the solution has 2)
+    assert cand[1, 0].tolist() == [False, False, True, False] and cand[2, 1].tolist() == [True, False, False, False]
+    assert out == {"cell": 6 / 7, "board": 0.0}
+    # a reference that votes for the truth at the ambiguous cells makes every blank right
+    ref = SudokuDataset(SOLUTION[None], SOLUTION[None])
+    assert bl.sudoku_baseline(ds, ref) == {"cell": 1.0, "board": 1.0}
+    with pytest.raises(TypeError, match="dataset"):
+        bl.sudoku_baseline(puzzle)
+
+
+def test_bad_image_input_names_the_argument():
+    with pytest.raises(ValueError, match="batch"):
+        bl.mean_image_prediction(torch.zeros(2, 3), 0)
+    with pytest.raises(ValueError, match="never occur"):
+        bl.class_mean_prediction(torch.zeros(2, 3), torch.tensor([0, 0]), torch.tensor([1]))
