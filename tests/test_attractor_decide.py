@@ -9,7 +9,8 @@ from energylab.committed import committed_path, load_committed
 from energylab.experiments import attractor as ex
 
 FOLDER = os.path.dirname(committed_path("attractor", "medium"))
-NAMES = sorted(os.path.basename(p)[len("decide-"):-len(".json")] for p in glob.glob(os.path.join(FOLDER, "decide-*.json")))
+NAMES = sorted(os.path.basename(p)[len("decide-"):-len(".json")]
+               for p in glob.glob(os.path.join(FOLDER, "decide-*.json")))
 
 
 @pytest.fixture(scope="module")

@@ -49,8 +49,8 @@ def test_lis_medium_replays_its_warm_up():
 
 
 @pytest.mark.xfail(strict=True, reason="open: replaying seed 0 alone gives held-out accuracy 0.679 at epoch 100 "
-                   "against the committed 0.649 (epoch 0 agrees); the committed file was run from a tree with local changes "
-                   "(provenance dirty=True) as a 16-seed vmapped ensemble: rerun it from a clean commit")
+                   "against the committed 0.649 (epoch 0 agrees); the committed file was run from a tree with "
+                   "local changes (provenance dirty=True) as a 16-seed vmapped ensemble: rerun it from a clean commit")
 def test_nt_medium_replays_its_first_300_epochs():
     results, _ = load_committed("nt", "medium")
     run = dataclasses.replace(nt.PROFILES["medium"].runs[0], epochs=300, overrides=(("seeds", 1),))
