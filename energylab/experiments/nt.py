@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from energylab._setup import choose_device
+from energylab.baselines import constant_accuracy
 from energylab.ensemble import train_ensemble
 from energylab.models import count_parameters
 from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, squared_error
@@ -168,6 +169,17 @@ def evaluate(model: NTModel, data: dict, chunk: int = 4096) -> dict[str, float]:
     return metrics
 
 
+def constant_baseline(task: NTRun, n_batch: int, n_series: int, n_predict: int, r: int = 0,
+                      train_epochs: int = 200) -> float:
+    """Accuracy of the best constant predictor on the final evaluation set of ``task``: the most frequent next symbol
+    of ``train_epochs`` training batches of seed 0, scored on the windows :func:`run` evaluates its models on
+    (``eval_set`` with seed ``20_000 + r``, r the task's index among the runs). About 1/N for NT; the input-blind
+    column of the chapter's tables (:func:`energylab.baselines.constant_accuracy`)."""
+    train_y = torch.cat([epoch_batch(task, n_batch, 7919 * r, epoch)[1] for epoch in range(train_epochs)])
+    held_out = torch.cat([y for _, y in eval_set(task, n_series, n_predict, seed=20_000 + r).values()])
+    return constant_accuracy(train_y, held_out)
+
+
 def _loss_fn(scale: float):
     """The squared error times ``scale`` (1: averaged over d as in PyTorch's MSELoss; d: summed over d)."""
     def loss(model, batch):
@@ -229,6 +241,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             rows.append({"task": task.name, "attention": attention, "seeds": len(seeds), "epochs": task.epochs,
                          "acc_mean": float(acc.mean()), "acc_min": float(acc.min()), "acc_max": float(acc.max()),
                          "solved": int((acc >= 0.999).sum()), "weight_std": max(variation),
+                         "constant": constant_baseline(task, config.n_batch, config.n_final_series,
+                                                       config.n_eval_predict, r),
                          "affine": cfg.affine, "loss_sum": cfg.loss_sum, "grad_clip": cfg.grad_clip,
                          "paper": task.paper})
             x, _ = held_out[next(iter(held_out))]

@@ -22,7 +22,8 @@ initial RMS ("norm fixing", app. V-B), without which L falls forever by inflatin
 Dynamics at test time: x_i <- normalise(x_i + eta h_i) for all i in parallel (eq. 1 with gamma = 1 and
 eta = 1; the authors' public code uses eta = 1 - g = 0.5, divides by the mean token norm instead of
 normalising each spin, clamps the logits at 20 and leaves masked tokens out of the first softmax; we do
-none of these). Shapes: B batch, N tokens, d spin dimension, a pixels per patch (2a spin inputs).
+none of these by default, and the last one with ``drop_masked=True``). Shapes: B batch, N tokens, d spin
+dimension, a pixels per patch (2a spin inputs).
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class AttractorConfig:
     lam_train: float = 5.0  # lambda in the loss (app. V-B: 5 in training)
     lam_test: float = 1.0  # lambda in the dynamics (app. V-B: 1 at test)
     eta: float = 1.0  # weight of the field in x + eta h (paper gamma = 1 <=> eta = 1; public code 0.5)
+    drop_masked: bool = False  # leave zero (masked) spins out of every softmax, as the public code does at t = 1
 
 
 def orthonormal_embedding(dim: int, inputs: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -143,10 +145,26 @@ class BareSelfAttention(nn.Module):
         through the energy is faster than that operator at these sizes.
         """
         lam = self.config.lam_test if lam is None else lam
+        if self.config.drop_masked:
+            return self._field_without_masked(x, lam)
         with torch.enable_grad():
             own = x.detach().requires_grad_(True)
             (grad,) = torch.autograd.grad(local_energies(own, x.detach(), self.J.detach(), lam).sum(), own)
         return -grad
+
+    def _field_without_masked(self, x: torch.Tensor, lam: float) -> torch.Tensor:
+        """h_i = sum_j alpha_ij J_ij x_j with the softmax over the non-zero spins j != i only: (B, N, d) -> (B, N, d).
+
+        A zero spin adds a logit 0 and no field, so dropping it only renormalises the weights of the others; the
+        direction of a masked token's own field (uniform weights) is unchanged. A token whose keys are all zero
+        gets h_i = 0.
+        """
+        n = x.shape[-2]
+        Jx = torch.einsum("ijac,bjc->bija", self.J.detach(), x)  # (B, N, N, d): J_ij x_j
+        logits = lam * torch.einsum("bia,bija->bij", x, Jx)  # (B, N, N)
+        keep = (x.abs().sum(-1) > 0).unsqueeze(1) & ~torch.eye(n, dtype=torch.bool, device=x.device)  # (B, 1|N, N)
+        alpha = torch.softmax(logits.masked_fill(~keep, float("-inf")), dim=-1).nan_to_num(0.0)
+        return torch.einsum("bij,bija->bia", alpha, Jx)
 
     def step(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
         """One parallel update x_i <- normalise(x_i + eta h_i): (B, N, d) -> (B, N, d)."""
