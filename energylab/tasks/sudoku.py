@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,6 +40,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from energylab.results import atomic_write
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
 from energylab.tasks.sudoku_solver import SHAPES, as_board, count_solutions, solve
 
@@ -192,18 +192,13 @@ def _load_verified(path: Path, key: str, n: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _save_atomic(path: Path, puzzles: np.ndarray, solutions: np.ndarray, key: str) -> None:
-    """Write next to ``path`` then rename, so a crash never leaves a half-written cache file."""
+    """Write next to ``path`` then rename (:func:`energylab.results.atomic_write`), so a crash never leaves a
+    half-written cache file; the file gets the mode the umask gives (a shared cache stays readable to others)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = json.dumps({"key": key, "checksum": _checksum(puzzles, solutions)})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, puzzles=puzzles.astype(np.int8), solutions=solutions.astype(np.int8),
-                                meta=np.array(meta))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(str(path), lambda f: np.savez_compressed(f, puzzles=puzzles.astype(np.int8),
+                                                          solutions=solutions.astype(np.int8), meta=np.array(meta)),
+                 binary=True)
 
 
 def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_dir: str | Path | None = None,
