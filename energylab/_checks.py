@@ -209,7 +209,8 @@ def check_labels(name: str, y, n_classes: int, length: int | None = None) -> tor
 def check_instance(name: str, value, cls: type, hint: str = ""):
     """Require ``value`` to be an instance of ``cls`` (e.g. a config dataclass, not a dict); returns it."""
     if not isinstance(value, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}"
+        article = "an" if cls.__name__[:1].lower() in "aeiou" else "a"
+        raise TypeError(f"{name} must be {article} {cls.__name__}, got {type(value).__name__}"
                         + (f" ({hint})" if hint else ""))
     return value
 

@@ -166,6 +166,10 @@ def per_sample_free_energy(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T)
     The library's :func:`~energylab.forms.free_energy.softmax_free_energy`, vectorised over samples with ``torch.vmap``.
     """
     check_tensor("H", H, ndim=3)
+    if len(H) == 0:  # vmap cannot map over zero samples; (M,) = (0,) values, still in the graph of z and W
+        if z.dim() != 2 or len(z) != 0:
+            raise ValueError(f"z must have shape (M, d) with M = 0 (H holds no sample), got {tuple(z.shape)}")
+        return z.sum(-1) + 0 * W.sum()
     return torch.vmap(softmax_free_energy, in_dims=(0, 0, None, None))(z, H, W, T)
 
 
