@@ -184,6 +184,7 @@ def test_time(model: LoopedModel, data: tasks.SudokuDataset, iterations, chunk: 
 
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train one looped model per seed; evaluate every test set at every test T."""
+    tasks.check_run_config(config)
     if config.batch_size < 1 or config.n_train < config.batch_size:
         raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
     if not config.test_iterations or min(config.test_iterations) < 1:
