@@ -220,3 +220,10 @@ def check_bool(name: str, value) -> bool:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}")
+
+
+def check_dtype(name: str, x: torch.Tensor, allowed: tuple[torch.dtype, ...], why: str = "") -> None:
+    """Require x's dtype to be one of ``allowed`` (e.g. no 16-bit floats where a kernel has none)."""
+    if x.dtype not in allowed:
+        shown = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        raise TypeError(f"{name} must have dtype {shown}, got {x.dtype}" + (f" ({why})" if why else ""))
