@@ -176,14 +176,14 @@ def check_interval(name: str, value, low: float | None = None, high: float | Non
 
 def check_simplex(name: str, p: torch.Tensor, tol: float | None = None) -> None:
     """Require p (..., N) to be a distribution over its last dim: entries >= 0 summing to 1 (within ``tol``,
-    default √eps of p's dtype, at least 1e-3 for 16-bit floats)."""
+    default max(1e-6, √eps) of p's dtype: wide enough for an optimiser's finite-difference steps off the simplex,
+    far below a sum of 2)."""
     if value_checks_off():
         return
     if (p < 0).any():
         raise ValueError(f"{name} must be non-negative (a distribution over its last dim), "
                          f"got a minimum of {float(p.min()):g}")
-    tol = max(math.sqrt(torch.finfo(p.dtype).eps), 1e-3 if torch.finfo(p.dtype).bits == 16 else 0.0) \
-        if tol is None else tol
+    tol = max(1e-6, math.sqrt(torch.finfo(p.dtype).eps)) if tol is None else tol
     sums = p.sum(-1)
     worst = (sums - 1).abs()
     if worst.numel() and float(worst.max()) > tol:

@@ -109,7 +109,6 @@ def free_energy_of_weights(p: torch.Tensor, E: torch.Tensor, T) -> torch.Tensor:
     T = check_positive("T", T)
     if p.shape != E.shape:
         raise ValueError(f"p must have the shape of E {tuple(E.shape)}, got {tuple(p.shape)}")
-    check_same_dtype(("p", p), ("E", E))
     check_simplex("p", p)
     internal_energy = (p * E).sum(-1)  # U = Σ_i p_i E_i
     neg_entropy = torch.special.xlogy(p, p).sum(-1)  # −S = Σ_i p_i log p_i
