@@ -64,6 +64,7 @@ def _main(argv: list[str] | None) -> int:
                      help="CPU threads for torch (default: torch's own choice; 1 reproduces the book's notebooks)")
     run.add_argument("--commit", nargs="?", const="", default=None, metavar="NAME",
                      help="also write results/<experiment>/<NAME>.json with provenance (NAME: the profile)")
+    run.add_argument("--force", action="store_true", help="with --commit: replace an existing committed file")
     args = parser.parse_args(argv)
 
     from energylab import experiments  # after argparse: `--help` stays fast
@@ -86,9 +87,13 @@ def _main(argv: list[str] | None) -> int:
         overrides = dict(args.overrides)
         overrides["device"] = args.device
         started = time.perf_counter()
+        if args.force and args.commit is None:
+            raise ValueError("--force only applies to --commit")
         if args.commit is not None:
-            from energylab.committed import source_commit
+            from energylab.committed import check_not_committed, committed_path, source_commit
 
+            # refuse before training, not after: a committed run took long to make
+            check_not_committed(committed_path(args.experiment, args.commit or args.profile), args.force)
             source = source_commit()  # the code this run starts from (the tree may change while it trains)
         results = experiments.run_experiment(args.experiment, args.profile, out_dir=out, resume=args.resume,
                                              **overrides)
@@ -104,8 +109,11 @@ def _main(argv: list[str] | None) -> int:
             from energylab.committed import commit_results
 
             command = " ".join(["python -m energylab", *(sys.argv[1:] if argv is None else argv)])
-            path = commit_results(results, args.experiment, args.commit or args.profile, command=command,
-                                  seconds=time.perf_counter() - started, source=source)
+            try:
+                path = commit_results(results, args.experiment, args.commit or args.profile, command=command,
+                                      seconds=time.perf_counter() - started, source=source, overwrite=args.force)
+            except ValueError as err:  # written meanwhile by another run: this run's results stay in out
+                return _fail(f"{err}; this run's results are in {out}/results.json", 2)
             print(f"committed results written to {path}")
         for key, value in results.final.items():
             print(f"  {key}: {value:.4f}" if isinstance(value, float) else f"  {key}: {value}")

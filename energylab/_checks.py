@@ -16,8 +16,10 @@ import operator
 import torch
 
 
-def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> torch.Tensor:
-    """Require a floating tensor with finite entries (and, if given, a number of dims)."""
+def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None, min_ndim: int | None = None,
+                 layout: str = "") -> torch.Tensor:
+    """Require a floating tensor with finite entries (and, if given, a number of dims, or at least ``min_ndim``
+    dims; ``layout`` such as "(..., N, d)" is shown in the message)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -26,6 +28,9 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None) -> tor
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if x.dim() not in allowed:
             raise ValueError(f"{name} must have {' or '.join(map(str, allowed))} dims, got shape {tuple(x.shape)}")
+    if min_ndim is not None and x.dim() < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} dims{' ' + layout if layout else ''}, "
+                         f"got shape {tuple(x.shape)}")
     # under torch.func transforms (vmap over a seed ensemble) and torch.compile a value test would be
     # data-dependent control flow: skipped there, like every check on tensor contents
     if not value_checks_off() and not torch.isfinite(x).all():
@@ -138,3 +143,87 @@ def check_divides(name: str, heads, dim: int) -> int:
     if dim % heads:
         raise ValueError(f"{name}={heads} must divide the dimension {dim}")
     return heads
+
+
+def check_same_dtype(*named: tuple[str, torch.Tensor | None]) -> None:
+    """Require the tensors ``(name, tensor)`` to share the first one's dtype (None entries are skipped).
+
+    Under autocast mixed dtypes are by design (a bf16 activation meets float32 weights): not checked there.
+    """
+    tensors = [(n, t) for n, t in named if isinstance(t, torch.Tensor)]
+    if not tensors or any(torch.is_autocast_enabled(t.device.type) for _, t in tensors):
+        return
+    first, reference = tensors[0]
+    for name, t in tensors[1:]:
+        if t.dtype != reference.dtype:
+            raise TypeError(f"{name} has dtype {t.dtype}, which differs from {first} ({reference.dtype}): they "
+                            f"must match (convert one, e.g. with .to({reference.dtype}))")
+
+
+def check_interval(name: str, value, low: float | None = None, high: float | None = None,
+                   low_open: bool = False, high_open: bool = False) -> float:
+    """A real number (as for :func:`check_number`) in the interval from ``low`` to ``high`` (None: unbounded),
+    closed unless ``low_open`` / ``high_open``; returns it as a float."""
+    v = check_number(name, value)
+    below = low is not None and (v < low or (low_open and v == low))
+    above = high is not None and (v > high or (high_open and v == high))
+    if not math.isfinite(v) or below or above:
+        lo = "(-inf" if low is None else f"{'(' if low_open else '['}{low:g}"
+        hi = "inf)" if high is None else f"{high:g}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be a finite number in {lo}, {hi}, got {value!r}")
+    return v
+
+
+def check_simplex(name: str, p: torch.Tensor, tol: float | None = None) -> None:
+    """Require p (..., N) to be a distribution over its last dim: entries >= 0 summing to 1 (within ``tol``,
+    default max(1e-6, √eps) of p's dtype: wide enough for an optimiser's finite-difference steps off the simplex,
+    far below a sum of 2)."""
+    if value_checks_off():
+        return
+    if (p < 0).any():
+        raise ValueError(f"{name} must be non-negative (a distribution over its last dim), "
+                         f"got a minimum of {float(p.min()):g}")
+    tol = max(1e-6, math.sqrt(torch.finfo(p.dtype).eps)) if tol is None else tol
+    sums = p.sum(-1)
+    worst = (sums - 1).abs()
+    if worst.numel() and float(worst.max()) > tol:
+        raise ValueError(f"{name} must sum to 1 over its last dim (a distribution), got a sum of "
+                         f"{float(sums.flatten()[worst.flatten().argmax()]):g}")
+
+
+def check_labels(name: str, y, n_classes: int, length: int | None = None) -> torch.Tensor:
+    """Require class indices: an integer tensor (of ``length`` entries, if given) with values in 0..n_classes-1."""
+    if not isinstance(y, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of class indices, got {type(y).__name__}")
+    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer class indices, got dtype {y.dtype}")
+    if y.dim() != 1 or (length is not None and len(y) != length):
+        want = f"({length},)" if length is not None else "(M,)"
+        raise ValueError(f"{name} must have shape {want}, got {tuple(y.shape)}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) >= n_classes):
+        raise ValueError(f"{name} must lie in 0..{n_classes - 1} (n_classes={n_classes}), "
+                         f"got values {int(y.min())}..{int(y.max())}")
+    return y
+
+
+def check_instance(name: str, value, cls: type, hint: str = ""):
+    """Require ``value`` to be an instance of ``cls`` (e.g. a config dataclass, not a dict); returns it."""
+    if not isinstance(value, cls):
+        article = "an" if cls.__name__[:1].lower() in "aeiou" else "a"
+        raise TypeError(f"{name} must be {article} {cls.__name__}, got {type(value).__name__}"
+                        + (f" ({hint})" if hint else ""))
+    return value
+
+
+def check_bool(name: str, value) -> bool:
+    """Require a bool (or a NumPy bool): a flag, never a number standing in for one."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}")
+
+
+def check_dtype(name: str, x: torch.Tensor, allowed: tuple[torch.dtype, ...], why: str = "") -> None:
+    """Require x's dtype to be one of ``allowed`` (e.g. no 16-bit floats where a kernel has none)."""
+    if x.dtype not in allowed:
+        shown = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        raise TypeError(f"{name} must have dtype {shown}, got {x.dtype}" + (f" ({why})" if why else ""))

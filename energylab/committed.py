@@ -82,18 +82,21 @@ def source_commit(repo: str | None = None) -> dict[str, Any]:
 
 
 def commit_results(results: Results, experiment: str, name: str, *, seconds: float | None = None,
-                   command: str | None = None, source: dict | None = None, root: str | None = None) -> str:
+                   command: str | None = None, source: dict | None = None, root: str | None = None,
+                   overwrite: bool = False) -> str:
     """Write ``results`` with its provenance to ``results/<experiment>/<name>.json``; return the path.
 
     ``seconds`` is the run's wall-clock time, ``command`` how to rerun it (default: this process's argv) and
     ``source`` the :func:`source_commit` taken when the run STARTED (default: now; the code may have moved on
-    during a long run, so callers that run the experiment pass the one they took first).
+    during a long run, so callers that run the experiment pass the one they took first). An existing committed
+    file is replaced only with ``overwrite=True`` (ValueError otherwise: committed runs took long to make).
     """
     if not isinstance(results, Results):
         raise TypeError(f"results must be an energylab.results.Results, got {type(results).__name__}")
     if results.experiment != experiment:
         raise ValueError(f"results are of experiment {results.experiment!r}, not {experiment!r}")
     path = committed_path(experiment, name, root)
+    check_not_committed(path, overwrite)
     data = results.to_dict()
     data["provenance"] = {
         "machine": machine(), **(source if source is not None else source_commit()),
@@ -104,6 +107,13 @@ def commit_results(results: Results, experiment: str, name: str, *, seconds: flo
     return write_json(path, data)
 
 
+def check_not_committed(path: str, overwrite: bool = False) -> None:
+    """ValueError naming ``path`` if a committed file is there and ``overwrite`` is False."""
+    if os.path.exists(path) and not overwrite:
+        raise ValueError(f"{path} already holds committed results; pass --force (overwrite=True) to replace them, "
+                         f"or --commit NAME to write another file")
+
+
 def load_committed(experiment: str, name: str = "medium", root: str | None = None) -> tuple[Results, dict]:
     """(Results, provenance) from ``results/<experiment>/<name>.json``; FileNotFoundError says how to make it."""
     path = committed_path(experiment, name, root)
@@ -111,11 +121,21 @@ def load_committed(experiment: str, name: str = "medium", root: str | None = Non
         raise FileNotFoundError(f"no committed results at {path}; make them with "
                                 f"`python -m energylab run {experiment} --profile {name} --commit`")
     data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a committed results file (a JSON object), got a {type(data).__name__}")
     provenance = data.pop("provenance", None)
-    missing = {"machine", "date", "commit"} - set(provenance or {})
+    if not isinstance(provenance, dict):
+        raise ValueError(f"{path} has no provenance block (a JSON object), got {provenance!r:.60}")
+    missing = {"machine", "date", "commit"} - set(provenance)
     if missing:
         raise ValueError(f"{path} lacks provenance fields {sorted(missing)}")
-    return Results.from_dict(data), provenance
+    if not isinstance(provenance["machine"], dict) or not isinstance(provenance["date"], str):
+        raise ValueError(f"{path}: provenance 'machine' must be an object and 'date' a string")
+    try:
+        return Results.from_dict(data), provenance
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise ValueError(f"{path} is not an energylab results file ({type(err).__name__}: {err}); it was edited or "
+                         f"truncated: restore it with git") from None
 
 
 def describe_provenance(provenance: dict) -> str:

@@ -126,7 +126,12 @@ class EnergyLayer(nn.Module):
     def energy(self, x: torch.Tensor) -> torch.Tensor:
         """E(x) as the source returns it, checked: a scalar or one value per batch element, (B,)."""
         fn = getattr(self.source, "energy", None)
-        value = fn(x) if callable(fn) else self.source(x)
+        try:
+            value = fn(x) if callable(fn) else self.source(x)
+        except Exception as err:
+            err.add_note(f"(raised inside the energy of this {type(self).__name__}, called on x of shape "
+                         f"{tuple(x.shape)} and dtype {x.dtype})")
+            raise
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"the energy must return a torch.Tensor, got {type(value).__name__}")
         batch = x.shape[0] if x.dim() else None
@@ -156,6 +161,8 @@ class EnergyLayer(nn.Module):
 
     def _newton(self, xg, value, g, create_graph: bool) -> torch.Tensor:
         """−(∇²E + λI)⁻¹ ∇E, one (n, n) system per block: per batch element for a (B,) energy, else all of x."""
+        if xg.numel() == 0:  # an empty batch: nothing to solve
+            return torch.zeros_like(xg)
         blocks = xg.shape[0] if value.dim() == 1 else 1
         flat = g.reshape(blocks, -1)  # (blocks, n)
         n = flat.shape[1]
@@ -169,8 +176,10 @@ class EnergyLayer(nn.Module):
             columns.append(torch.zeros_like(xg) if col is None else col)
         hess = torch.stack([c.reshape(blocks, n) for c in columns], dim=-1)  # (blocks, n, n)
         hess = hess + self.damping * torch.eye(n, dtype=hess.dtype, device=hess.device)
+        low = hess.dtype in (torch.float16, torch.bfloat16)  # torch has no 16-bit LU: solve in float32
         try:
-            u = torch.linalg.solve(hess, -flat.unsqueeze(-1)).squeeze(-1)
+            u = torch.linalg.solve(hess.float() if low else hess, -flat.unsqueeze(-1).to(
+                torch.float32 if low else flat.dtype)).squeeze(-1).to(flat.dtype)
         except RuntimeError as err:  # torch.linalg.LinAlgError is a RuntimeError
             raise ValueError(f"the Hessian (+ damping={self.damping:g}) is singular: increase damping "
                              f"({err})") from None

@@ -23,7 +23,16 @@ from typing import Callable
 
 import torch
 
-from energylab._checks import check_divides, check_int, check_positive, check_tensor
+from energylab._checks import (
+    check_divides,
+    check_instance,
+    check_int,
+    check_interval,
+    check_labels,
+    check_positive,
+    check_same_dtype,
+    check_tensor,
+)
 from energylab.forms.free_energy import attention_step, softmax_free_energy
 from energylab.sphere import sphere_step
 
@@ -132,6 +141,14 @@ def cluster_task(n_samples: int, n_tokens: int = 16, dim: int = 8, n_classes: in
     Each sample has round(in_cluster·N) tokens around its class centre (radius ``radius``, Gaussian ``spread``)
     and the rest are distractors N(0, noise²). Returns H (M, N, d) with tokens shuffled, labels y (M,).
     """
+    n_samples = check_int("n_samples", n_samples, minimum=0)
+    n_tokens = check_int("n_tokens", n_tokens, minimum=1)
+    dim = check_int("dim", dim, minimum=1)
+    n_classes = check_int("n_classes", n_classes, minimum=1)
+    in_cluster = check_interval("in_cluster", in_cluster, 0, 1)  # a fraction of the tokens
+    radius = check_positive("radius", radius, scalar=True)
+    spread = check_positive("spread", spread, allow_zero=True, scalar=True)
+    noise = check_positive("noise", noise, allow_zero=True, scalar=True)
     centres = torch.randn(n_classes, dim, generator=generator, dtype=dtype)
     centres = radius * centres / centres.norm(dim=-1, keepdim=True)  # (C, d)
     y = torch.randint(n_classes, (n_samples,), generator=generator)
@@ -149,6 +166,10 @@ def per_sample_free_energy(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T)
     The library's :func:`~energylab.forms.free_energy.softmax_free_energy`, vectorised over samples with ``torch.vmap``.
     """
     check_tensor("H", H, ndim=3)
+    if len(H) == 0:  # vmap cannot map over zero samples; (M,) = (0,) values, still in the graph of z and W
+        if z.dim() != 2 or len(z) != 0:
+            raise ValueError(f"z must have shape (M, d) with M = 0 (H holds no sample), got {tuple(z.shape)}")
+        return z.sum(-1) + 0 * W.sum()
     return torch.vmap(softmax_free_energy, in_dims=(0, 0, None, None))(z, H, W, T)
 
 
@@ -163,6 +184,14 @@ class AlternatingConfig:
     T: float = 1.0  # temperature of F*
     w_objective: str = "energy"  # "energy": W descends F* only (Algorithm 1 as written); "joint": CE + F*
     seed: int = 0  # initialisation of W (identity + noise) and E (small noise)
+
+    def __post_init__(self):
+        check_int("epochs", self.epochs, minimum=0)
+        for name in ("eta", "lr_W", "lr_E", "T"):
+            check_positive(name, getattr(self, name), scalar=True)
+        if self.w_objective not in ("energy", "joint"):
+            raise ValueError(f"w_objective must be 'energy' or 'joint', got {self.w_objective!r}")
+        check_int("seed", self.seed)
 
 
 @dataclass
@@ -187,8 +216,14 @@ def alternating_optimisation(H: torch.Tensor, y: torch.Tensor, H_test: torch.Ten
     """
     check_tensor("H", H, ndim=3)
     check_tensor("H_test", H_test, ndim=3)
-    if config.w_objective not in ("energy", "joint"):
-        raise ValueError(f"w_objective must be 'energy' or 'joint', got {config.w_objective!r}")
+    n_classes = check_int("n_classes", n_classes, minimum=1)
+    check_labels("y", y, n_classes, length=len(H))
+    check_labels("y_test", y_test, n_classes, length=len(H_test))
+    if H_test.shape[-1] != H.shape[-1]:
+        raise ValueError(f"H_test: last dimension must be {H.shape[-1]} (H's), got {H_test.shape[-1]}")
+    check_same_dtype(("H", H), ("H_test", H_test))
+    check_instance("config", config, AlternatingConfig)
+    config.__post_init__()  # fields may have been changed after construction
     g = torch.Generator().manual_seed(config.seed)
     d, dtype = H.shape[-1], H.dtype
     W = (torch.eye(d, dtype=dtype) + 0.1 * torch.randn(d, d, generator=g, dtype=dtype)).requires_grad_(True)

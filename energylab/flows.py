@@ -46,7 +46,15 @@ import torch
 import torch.nn.functional as F
 
 from energylab import fused_flow, kernels, symmetric_flow
-from energylab._checks import check_count, check_divides, check_int, check_overflow, check_positive, check_tensor
+from energylab._checks import (
+    check_count,
+    check_divides,
+    check_instance,
+    check_int,
+    check_overflow,
+    check_positive,
+    check_tensor,
+)
 from energylab.forms.sphere import sphere_interaction_energy
 from energylab.sphere import normalize, random_tokens, unit_tangent_projection
 
@@ -241,6 +249,7 @@ def simulate(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> Tr
     beta and step instead of returning NaN tokens.
     """
     _check_tokens("x0", x0)
+    check_instance("config", config, FlowConfig, "build one with FlowConfig(**settings)")
     config = dataclasses.replace(
         config, beta=_check_beta(config.beta, allow_zero=True), step=check_positive("step", config.step, scalar=True),
         steps=check_int("steps", config.steps, minimum=0), save_every=check_int("save_every", config.save_every, 1))

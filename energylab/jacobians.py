@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch.func import jacrev, jvp, vjp, vmap
 
-from energylab._checks import check_int, check_positive, check_tensor
+from energylab._checks import check_dtype, check_int, check_positive, check_tensor, value_checks_off
 
 __all__ = ["step_jacobian", "jacobian_eigenvalues", "spectral_norm", "lyapunov_spectrum", "pseudo_energy",
            "contribution_index"]
@@ -38,6 +38,7 @@ def _check_step(step, x, names: tuple[str, str] = ("step", "x")) -> torch.Tensor
     if not callable(step):
         raise ValueError(f"{step_name} must be a callable x -> f(x), got {type(step).__name__}")
     check_tensor(x_name, x)
+    check_dtype(x_name, x, (torch.float32, torch.float64), "Jacobians, eigenvalues and QR need float32 or better")
     if x.numel() == 0:
         raise ValueError(f"{x_name} must hold at least one entry, got shape {tuple(x.shape)}")
     with torch.no_grad():
@@ -45,6 +46,7 @@ def _check_step(step, x, names: tuple[str, str] = ("step", "x")) -> torch.Tensor
     if not isinstance(y, torch.Tensor) or y.shape != x.shape:
         shown = tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__
         raise ValueError(f"{step_name} must return a tensor of the shape of {x_name} {tuple(x.shape)}, got {shown}")
+    check_tensor(f"{step_name}({x_name})", y)  # a step that returns NaN or inf has no Jacobian to speak of
     return x
 
 
@@ -160,6 +162,9 @@ def _lyapunov_spectrum(step, x0, steps, k, warmup, generator):
             total = total + torch.log(torch.diagonal(R).abs())
         with torch.no_grad():
             x = f(x)
+        if not value_checks_off() and not torch.isfinite(x).all():
+            raise ValueError(f"the state is NaN or inf after {t + 1} steps of step: the map diverges from x0 "
+                             f"(its exponents are not finite); start closer to its attractor or use fewer steps")
     exponents = torch.sort(total / steps, descending=True).values
     return exponents, x.reshape(x0.shape)
 

@@ -31,6 +31,7 @@ from energylab._checks import (
     check_divides,
     check_int,
     check_positive,
+    check_same_dtype,
     check_tensor,
     value_checks_off,
 )
@@ -53,11 +54,13 @@ __all__ = [
 ]
 
 
-def _check_input(x, dim: int) -> None:
-    """x must be (B, N ≥ 1, dim); finiteness is checked eagerly only (check_tensor skips it under torch.compile)."""
+def _check_input(x, dim: int, weight: torch.Tensor) -> None:
+    """x must be (B, N ≥ 1, dim) in the dtype of the layer's ``weight`` (autocast aside); finiteness is checked
+    eagerly only (check_tensor skips it under torch.compile)."""
     check_tensor("x", x, ndim=3)
     check_count("x", x, 1)
     check_dim("x", x.shape[-1], dim)
+    check_same_dtype(("the layer's parameters", weight), ("x", x))
 
 
 def _check_sizes(dim, heads=None) -> tuple[int, int | None]:
@@ -81,7 +84,7 @@ class _QKVAttention(nn.Module):
         self.out = nn.Linear(dim, dim, bias=False)  # W_O = [W_{O,1} ... W_{O,H}] (d, H·d_h): W_Oᵀ is (H, d_h, d)
 
     def _qkv(self, x):
-        _check_input(x, self.dim)
+        _check_input(x, self.dim, self.qkv.weight)
         q, k, v = self.qkv(x).chunk(3, dim=-1)  # each (B, N, d)
         return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
 
@@ -124,7 +127,7 @@ class ExpressiveAttention(_QKVAttention):
             return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
         q, k, v = torch.stack([q, k, v]).flatten(1, 2)  # one copy into the kernel's (B·H, N, d_h) layout, not three
         y = fa.expressive_attention(q, k, v, mask, self.scale)  # the tiled kernel keeps no (N, N) tensor
-        return self.out(merge_heads(y.view(x.shape[0], self.heads, x.shape[1], -1)))
+        return self.out(merge_heads(y.view(x.shape[0], self.heads, x.shape[1], self.dim // self.heads)))
 
 
 class MHA2nd1st(nn.Module):
@@ -151,7 +154,7 @@ class MHA2nd1st(nn.Module):
         self.log_temperature_b = nn.Parameter(torch.full((heads,), math.log(d_h)))  # log T'_h
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.dim)
+        _check_input(x, self.dim, self.query.weight)
         q = split_heads(self.query(x), self.heads)  # (B, H, N, d_h)
         k = split_heads(self.key(x), self.heads)
         T = self.log_temperature.exp().to(x.dtype).view(-1, 1, 1)  # (H, 1, 1)
@@ -222,7 +225,7 @@ class _HypersphericalAttention(nn.Module):
     _kernel = None  # a tiled kernel of :mod:`energylab.fast_attention` on Z (B·H, N, d_h), if the form has one
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.dim)
+        _check_input(x, self.dim, self.weight)
         if self._kernel is None or value_checks_off() or (self.rms and self.eps == 0):
             return self._update(x, self.weight, self.beta, self.rms, self.eps)  # the checked catalog operator
         Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h)
@@ -279,7 +282,7 @@ class _EnergyFeedforward(nn.Module):
         self.weight = nn.Parameter(torch.randn(dim, hidden) / math.sqrt(dim))  # D = [d_1 ... d_M]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_input(x, self.dim)
+        _check_input(x, self.dim, self.weight)
         return self._update(x, self.weight, self.rms, self.eps)
 
 

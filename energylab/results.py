@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import uuid
@@ -26,6 +27,7 @@ import torch
 RESULTS = "results.json"  # file name of an experiment's Results inside out_dir, written when the run finished
 MANIFEST = "run.json"  # experiment, profile and config an experiment run in out_dir was started with
 CHECKPOINT = "checkpoint.pt"  # file name of a training run's checkpoint inside its out_dir
+CHECKSUM = "checksum"  # key of a checkpoint's own checksum (:func:`state_checksum`)
 RUN_FILES = (RESULTS, MANIFEST, CHECKPOINT)
 # config fields that say where or how visibly a run computes, not what: they may change between resumes
 VOLATILE = frozenset({"device", "progress", "compile", "checkpoint_every"})
@@ -255,8 +257,39 @@ def save_checkpoint(out_dir: str, state: dict) -> str:
     """
     path = os.path.join(out_dir, CHECKPOINT)
     if process_rank() == 0:
+        state = {**state, CHECKSUM: state_checksum(state)}
         atomic_write(path, lambda f: torch.save(state, f), binary=True)
     return path
+
+
+def state_checksum(state: Any) -> str:
+    """SHA-256 of a checkpoint's contents: every tensor's dtype, shape and bytes and every other value, in the
+    order of the (nested) dicts and lists; the ``"checksum"`` entry itself is left out.
+
+    The zip container torch writes carries CRCs that ``torch.load`` does not check, so a flipped bit inside a
+    tensor would otherwise resume silently from corrupted weights."""
+    digest = hashlib.sha256()
+
+    def visit(value):
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        elif isinstance(value, dict):
+            items = [(key, item) for key, item in value.items() if key != CHECKSUM]
+            digest.update(f"D{len(items)}".encode())
+            for key, item in items:
+                digest.update(repr(key).encode())
+                visit(item)
+        elif isinstance(value, (list, tuple)):
+            digest.update(f"L{len(value)}".encode())
+            for item in value:
+                visit(item)
+        else:
+            digest.update(f"V{value!r}".encode())
+
+    visit(state)
+    return digest.hexdigest()
 
 
 def load_checkpoint(out_dir: str, identity: dict) -> dict:
@@ -274,6 +307,11 @@ def load_checkpoint(out_dir: str, identity: dict) -> dict:
                          f"delete it or run without resume") from None
     if not isinstance(step, int) or step < 0:
         raise ValueError(f"checkpoint {path} has an invalid step {step!r}")
+    # checkpoints written before the checksum existed have none: they are accepted as they were
+    if CHECKSUM in state and state[CHECKSUM] != state_checksum(state):
+        raise ValueError(f"checkpoint {path} is corrupt: its contents do not match the checksum written with it "
+                         f"(a damaged file); delete it or run without resume")
+    state.pop(CHECKSUM, None)
     if "identity" not in state:
         raise ValueError(f"checkpoint {path} records no run identity (written by an older energylab); "
                          f"delete it or choose another out_dir")

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable, Union
 import torch
 from torch import nn
 
+from energylab._checks import check_bool, check_instance, check_int, check_interval, check_positive
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import Feed, shard, to_device
 from energylab.results import (  # noqa: F401 - API
@@ -199,25 +200,33 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
 
 
 def check_config(config: TrainConfig) -> None:
-    """Raise ValueError naming the field for an inconsistent :class:`TrainConfig`."""
-    if not isinstance(config, TrainConfig):
-        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    """Raise ValueError (TypeError for a wrong type: bools are not numbers) naming the field of a bad
+    :class:`TrainConfig`."""
+    check_instance("config", config, TrainConfig)
     if config.optimizer not in ("adamw", "sgd"):
         raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {config.optimizer!r}")
     if config.schedule not in ("constant", "cosine", "step"):
         raise ValueError(f"schedule must be 'constant', 'cosine' or 'step', got {config.schedule!r}")
     for name in ("steps", "log_every", "lr_step"):
-        if not isinstance(getattr(config, name), int) or getattr(config, name) < 1:
-            raise ValueError(f"{name} must be a positive int, got {getattr(config, name)!r}")
+        check_int(name, getattr(config, name), minimum=1)
     for name in ("eval_every", "checkpoint_every", "warmup_steps"):
-        if not isinstance(getattr(config, name), int) or getattr(config, name) < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {getattr(config, name)!r}")
-    if config.epochs is not None and (not isinstance(config.epochs, int) or config.epochs < 1):
-        raise ValueError(f"epochs must be a positive int or None, got {config.epochs!r}")
-    if not (isinstance(config.lr, (int, float)) and config.lr > 0 and math.isfinite(config.lr)):
-        raise ValueError(f"lr must be a finite number > 0, got {config.lr!r}")
-    if config.grad_clip is not None and not config.grad_clip > 0:
-        raise ValueError(f"grad_clip must be > 0 or None, got {config.grad_clip!r}")
+        check_int(name, getattr(config, name), minimum=0)
+    check_int("seed", config.seed)
+    if config.epochs is not None:
+        check_int("epochs", config.epochs, minimum=1)
+    check_positive("lr", config.lr, scalar=True)
+    check_positive("weight_decay", config.weight_decay, allow_zero=True, scalar=True)
+    check_interval("momentum", config.momentum, 0, 1, high_open=True)
+    if not isinstance(config.betas, (tuple, list)) or len(config.betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {config.betas!r}")
+    for i, beta in enumerate(config.betas):
+        check_interval(f"betas[{i}]", beta, 0, 1, high_open=True)
+    check_interval("min_lr_ratio", config.min_lr_ratio, 0, 1)  # the cosine floor: a fraction of lr
+    check_interval("lr_gamma", config.lr_gamma, 0, 1, low_open=True)  # a decay factor
+    if config.grad_clip is not None:
+        check_positive("grad_clip", config.grad_clip, scalar=True)
+    for name in ("eval_at_start", "amp", "compile", "progress"):
+        check_bool(name, getattr(config, name))
     check_device(config.device)
 
 

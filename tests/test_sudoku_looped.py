@@ -149,10 +149,10 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
     monkeypatch.setattr(X, "train", interrupted)
     with pytest.raises(KeyboardInterrupt):
         X.run(config, out_dir=str(tmp_path / "cut"))
-    assert torch.load(tmp_path / "cut" / "seed0" / "checkpoint.pt", weights_only=False)["step"] == 10
+    assert torch.load(tmp_path / "cut" / "seed0" / "checkpoint.pt", weights_only=True)["step"] == 10
     monkeypatch.setattr(X, "train", real_train)
     resumed = X.run(config, out_dir=str(tmp_path / "cut"), resume=True)
-    a, b = (torch.load(tmp_path / d / "seed0" / "checkpoint.pt", weights_only=False)["model"] for d in ("whole", "cut"))
+    a, b = (torch.load(tmp_path / d / "seed0" / "checkpoint.pt", weights_only=True)["model"] for d in ("whole", "cut"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert resumed.tables == whole.tables
 

@@ -283,6 +283,7 @@ def merge_league(config: Config, runs: dict[str, Results]) -> Results:
 
 def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train one looped model (``config.layer``) per seed; evaluate every test set at every test T."""
+    tasks.check_run_config(config)
     if config.batch_size < 1 or config.n_train < config.batch_size:
         raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
     if not config.test_iterations or min(config.test_iterations) < 1:

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_int, check_tensor
+from energylab._checks import check_count, check_dim, check_int, check_same_dtype, check_tensor
 from energylab.sphere import random_tokens
 
 __all__ = ["NO_KEYS", "check_query_tokens", "mapped_tokens", "check_scores_mask", "row_blocks", "mask_rows",
@@ -32,6 +32,7 @@ def check_query_tokens(z, H, W) -> None:
     check_dim("H", H.shape[-1], d)
     if W.shape != (d, d):
         raise ValueError(f"W must have shape ({d}, {d}) to match z, got {tuple(W.shape)}")
+    check_same_dtype(("z", z), ("H", H), ("W", W))
 
 
 def mapped_tokens(H: torch.Tensor, W: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_int, check_positive, check_tensor
+from energylab._checks import (
+    check_count,
+    check_dim,
+    check_int,
+    check_positive,
+    check_same_dtype,
+    check_simplex,
+    check_tensor,
+)
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import (
     NO_KEYS,
@@ -101,8 +109,7 @@ def free_energy_of_weights(p: torch.Tensor, E: torch.Tensor, T) -> torch.Tensor:
     T = check_positive("T", T)
     if p.shape != E.shape:
         raise ValueError(f"p must have the shape of E {tuple(E.shape)}, got {tuple(p.shape)}")
-    if (p < 0).any():
-        raise ValueError("p must be non-negative")
+    check_simplex("p", p)
     internal_energy = (p * E).sum(-1)  # U = Σ_i p_i E_i
     neg_entropy = torch.special.xlogy(p, p).sum(-1)  # −S = Σ_i p_i log p_i
     return internal_energy + T * neg_entropy
@@ -145,11 +152,13 @@ def check_heads(z, H, W1, W2) -> None:
     check_count("H", H, 0, why=NO_KEYS)
     check_tensor("W1", W1, ndim=3)
     check_tensor("W2", W2, ndim=3)
+    check_count("W1", W1, 0, what="head", why="a multi-head form needs H ≥ 1 heads")
     d = z.shape[-1]
     check_dim("H", H.shape[-1], d)
     check_dim("W1", W1.shape[-1], d)
     if W2.shape != W1.shape:
         raise ValueError(f"W2 must have the shape of W1 {tuple(W1.shape)}, got {tuple(W2.shape)}")
+    check_same_dtype(("z", z), ("H", H), ("W1", W1), ("W2", W2))
 
 
 def multihead_elastic_potentials(z, H, W1, W2) -> torch.Tensor:

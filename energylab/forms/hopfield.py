@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_positive, check_tensor
+from energylab._checks import check_count, check_dim, check_positive, check_same_dtype, check_tensor
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import NO_KEYS, randn
 
@@ -21,6 +21,7 @@ def _check_hopfield(xi, X, beta):
     check_tensor("X", X, ndim=2)
     check_count("X", X, 0, what="pattern", why=NO_KEYS)
     check_dim("X", X.shape[-1], xi.shape[-1])
+    check_same_dtype(("xi", xi), ("X", X))
     return check_positive("beta", beta)
 
 

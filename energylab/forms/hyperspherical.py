@@ -15,7 +15,14 @@ import math
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_nonzero_rows, check_positive, check_tensor
+from energylab._checks import (
+    check_count,
+    check_dim,
+    check_nonzero_rows,
+    check_positive,
+    check_same_dtype,
+    check_tensor,
+)
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import heads_for, merge_heads, randn, row_blocks, split_heads
 
@@ -70,7 +77,9 @@ def head_projections(X: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     if X.dim() < 2:
         raise ValueError(f"X must have at least 2 dims (..., N, d), got shape {tuple(X.shape)}")
     check_count("X", X, -2, why="attention needs at least one key")
+    check_count("W", W, 0, what="head", why="a multi-head form needs H ≥ 1 heads")
     check_dim("W", W.shape[-1], X.shape[-1])
+    check_same_dtype(("X", X), ("W", W))
     return split_heads(X @ W.flatten(0, 1).T, W.shape[0])  # (..., N, H·d_h) -> (..., H, N, d_h)
 
 
@@ -100,6 +109,7 @@ def _check_ff(X, D) -> None:
     check_tensor("X", X)
     check_tensor("D", D, ndim=2)
     check_dim("D", D.shape[0], X.shape[-1], what="first dimension")
+    check_same_dtype(("X", X), ("D", D))
 
 
 def hyperset_feedforward_energy(X: torch.Tensor, D: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from energylab._checks import check_count, check_positive, check_tensor
+from energylab._checks import check_count, check_positive, check_same_dtype, check_tensor
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import randn, unit_rows
 from energylab.forms.free_energy import dot_product_weights
@@ -28,6 +28,7 @@ def _check_local(x, context, J, lam):
     n, d = x.shape[-2:]
     if J.shape != (n, n, d, d):
         raise ValueError(f"J must have shape ({n}, {n}, {d}, {d}), got {tuple(J.shape)}")
+    check_same_dtype(("x", x), ("context", context), ("J", J))
     return lam
 
 

@@ -37,6 +37,13 @@ __all__ = ["att2nd_update", "att2nd1st_update", "mha2nd_update", "mha2nd_paper_u
 
 
 # ----------------------------------------------------------------------------- one query, one head
+def _solve(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """A⁻¹B, solved in float32 when A is a 16-bit float (torch has no half or bfloat16 LU), returned in B's dtype."""
+    if A.dtype in (torch.float16, torch.bfloat16):
+        return torch.linalg.solve(A.float(), B.float()).to(B.dtype)
+    return torch.linalg.solve(A, B)
+
+
 def _elastic_statistics(z, H, W, T):
     """p (..., N), W h_i (N, d), h̄ (..., d) and d_i = W h_i − h̄ (..., N, d) of paper 000, Lemma 2."""
     p = boltzmann_weights(elastic_potentials(z, H, W), T)
@@ -53,7 +60,7 @@ def att2nd_update(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T) -> torch
     p, _, h_bar, d = _elastic_statistics(z, H, W, T)
     cov = torch.einsum("...i,...ia,...ib->...ab", p, d, d)  # Σ_i p_i d_i d_iᵀ
     hess = torch.eye(z.shape[-1], dtype=z.dtype, device=z.device) - cov / T
-    return -torch.linalg.solve(hess, (z - h_bar).unsqueeze(-1)).squeeze(-1)
+    return -_solve(hess, (z - h_bar).unsqueeze(-1)).squeeze(-1)
 
 
 def att2nd1st_update(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T) -> torch.Tensor:
@@ -86,7 +93,7 @@ def _head_gradients(z, H, W1, W2, T):
 def _unstack(W1, y):
     """−W⁻¹ y = −Wᵀ G⁻¹ y for y (..., H, d_h), with W the stacked W_{1,h} and G = WWᵀ (one d × d solve)."""
     W = _stacked(W1)
-    return -torch.linalg.solve(W, y.flatten(-2).unsqueeze(-1)).squeeze(-1)
+    return -_solve(W, y.flatten(-2).unsqueeze(-1)).squeeze(-1)
 
 
 def mha2nd_update(z, H, W1, W2, T) -> torch.Tensor:
@@ -98,7 +105,7 @@ def mha2nd_update(z, H, W1, W2, T) -> torch.Tensor:
     The 1/H cancels. Per head this is −C_h⁻¹ g_h, then one d × d solve. z: (..., d)  ->  (..., d).
     """
     g, C = _head_gradients(z, H, W1, W2, T)
-    return _unstack(W1, torch.linalg.solve(C, g.unsqueeze(-1)).squeeze(-1))
+    return _unstack(W1, _solve(C, g.unsqueeze(-1)).squeeze(-1))
 
 
 def mha2nd_paper_update(z, H, W1, W2, T) -> torch.Tensor:
@@ -112,8 +119,8 @@ def mha2nd_paper_update(z, H, W1, W2, T) -> torch.Tensor:
     """
     g, C = _head_gradients(z, H, W1, W2, T)
     G = W1 @ W1.transpose(-1, -2)  # (H, d_h, d_h)
-    y = torch.linalg.solve(C, torch.einsum("hce,...he->...hc", G, g).unsqueeze(-1)).squeeze(-1)
-    y = torch.linalg.solve(G, y.unsqueeze(-1)).squeeze(-1)
+    y = _solve(C, torch.einsum("hce,...he->...hc", G, g).unsqueeze(-1)).squeeze(-1)
+    y = _solve(G, y.unsqueeze(-1)).squeeze(-1)
     return -torch.einsum("hca,...hc->...a", W1, y)
 
 

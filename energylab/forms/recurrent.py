@@ -29,7 +29,7 @@ import math
 
 import torch
 
-from energylab._checks import check_count, check_positive, check_tensor
+from energylab._checks import check_count, check_dim, check_overflow, check_positive, check_same_dtype, check_tensor
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import heads_for, randn, unit_rows
 from energylab.sphere import tangent_projection
@@ -42,12 +42,24 @@ def exp_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
     """E = −(1/2β) Σ_ij exp(β x_iᵀ A x_j) for any A (d, d), or the sum over heads for A (H, d, d).
 
     x (..., N, d) -> (...)."""
-    check_tensor("x", x)
-    check_count("x", x, -2)
+    _check_tokens(x)
+    check_tensor("A", A, ndim=(2, 3))
+    check_same_dtype(("x", x), ("A", A))
+    if A.shape[-2:] != (x.shape[-1], x.shape[-1]):
+        raise ValueError(f"A must have shape (d, d) or (H, d, d) with d = {x.shape[-1]} (x's last dim), "
+                         f"got {tuple(A.shape)}")
     beta = check_positive("beta", beta)
     maps = A if A.dim() == 3 else A[None]
     scores = torch.einsum("...ia,hab,...jb->...hij", x, maps, x)
-    return -torch.exp(beta * scores).sum((-1, -2, -3)) / (2 * beta)
+    energy = -torch.exp(beta * scores).sum((-1, -2, -3)) / (2 * beta)
+    check_overflow("beta", beta, energy, "exp(beta x_iᵀA x_j)")
+    return energy
+
+
+def _check_tokens(x) -> None:
+    """x must be tokens (..., N ≥ 1, d) with finite entries."""
+    check_tensor("x", x, min_ndim=2, layout="(..., N, d)")
+    check_count("x", x, -2)
 
 
 def sa_flow(x: torch.Tensor, A: torch.Tensor, W: torch.Tensor, beta, project: bool = True) -> torch.Tensor:
@@ -73,33 +85,38 @@ def energy_rate(x: torch.Tensor, A: torch.Tensor, W: torch.Tensor, beta, energy_
 
 
 # ----------------------------------------------------------------------------- Prop. 4.1
-def _prop41_map(W_Q, W_K, W_V, d):
+def _prop41_map(x, W_Q, W_K, W_V):
+    """Check x (..., N, d) and the maps (d, d) of Prop. 4.1; return A = W_Q W_Kᵀ."""
+    _check_tokens(x)
+    d = x.shape[-1]
     for name, w in (("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V)):
         check_tensor(name, w, ndim=2)
         if w.shape != (d, d):
-            raise ValueError(f"{name} must have shape ({d}, {d}), got {tuple(w.shape)}")
+            raise ValueError(f"{name} must have shape ({d}, {d}) to match x's last dim, got {tuple(w.shape)}")
+    check_same_dtype(("x", x), ("W_Q", W_Q), ("W_K", W_K), ("W_V", W_V))
     A = W_Q @ W_K.T
     scale = A.abs().max().clamp_min(1)
-    if not torch.allclose(A, A.T, atol=1e-10 * scale):
+    rtol = max(1e-5, 100 * torch.finfo(A.dtype).eps)  # 1e-5 in float32/64; float16's rounding is larger
+    if not torch.allclose(A, A.T, rtol=rtol, atol=1e-10 * scale):
         raise ValueError("W_Q W_Kᵀ must be symmetric (Prop. 4.1)")
-    if not torch.allclose(W_V, A, atol=1e-10 * scale):
+    if not torch.allclose(W_V, A, rtol=rtol, atol=1e-10 * scale):
         raise ValueError("W_V must equal W_Q W_Kᵀ (Prop. 4.1; c W_Q W_Kᵀ, c > 0, only rescales time)")
     return A
 
 
 def prop41_energy(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
     """E = −(1/2β) Σ_ij exp(β x_iᵀ W_Q W_Kᵀ x_j) with W_Q W_Kᵀ = W_V symmetric (Prop. 4.1, our derivation)."""
-    check_tensor("x", x)
-    return exp_energy(x, _prop41_map(W_Q, W_K, W_V, x.shape[-1]), beta)
+    return exp_energy(x, _prop41_map(x, W_Q, W_K, W_V), beta)
 
 
 def prop41_update(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
     """P_{x_i} Σ_j exp(β x_iᵀ W_Q W_Kᵀ x_j) W_V x_j = −P_x ∇E (unnormalised single-head SA on the sphere)."""
-    check_tensor("x", x)
-    _prop41_map(W_Q, W_K, W_V, x.shape[-1])
+    _prop41_map(x, W_Q, W_K, W_V)
     beta = check_positive("beta", beta)
     kernel = torch.exp(beta * (x @ W_Q) @ (x @ W_K).transpose(-1, -2))  # (..., N, N): exp(β x_iᵀ W_Q W_Kᵀ x_j)
-    return tangent_projection(x, kernel @ x @ W_V.T)
+    y = kernel @ x @ W_V.T
+    check_overflow("beta", beta, y, "exp(beta x_iᵀ W_Q W_Kᵀ x_j)")
+    return tangent_projection(x, y)
 
 
 def sample_prop41(n_tokens, dim, generator=None, dtype=torch.float64):
@@ -117,10 +134,15 @@ def prop42_maps(U: torch.Tensor, Lam: torch.Tensor) -> torch.Tensor:
     """A_h = U_h Λ_h U_hᵀ (H, d, d) from U (d, d) orthogonal (column blocks U_h of d_h = d/H) and Λ (H, d_h, d_h)."""
     check_tensor("U", U, ndim=2)
     check_tensor("Lam", Lam, ndim=3)
+    check_same_dtype(("U", U), ("Lam", Lam))
     d, (H, dh, dh2) = U.shape[0], Lam.shape
+    if H < 1:
+        raise ValueError(f"Lam must hold at least 1 head (H, d/H, d/H), got shape {tuple(Lam.shape)}")
     if U.shape != (d, d) or dh != dh2 or H * dh != d:
         raise ValueError(f"U must be (d, d) and Lam (H, d/H, d/H), got {tuple(U.shape)} and {tuple(Lam.shape)}")
-    if not torch.allclose(U.T @ U, torch.eye(d, dtype=U.dtype), atol=1e-10):
+    # 1e-10 in float64; float32/16 rounding of an orthogonal U is larger
+    atol = max(1e-10, 100 * torch.finfo(U.dtype).eps)
+    if not torch.allclose(U.T @ U, torch.eye(d, dtype=U.dtype), atol=atol):
         raise ValueError("U must be orthogonal (the head subspaces must be orthogonal, Prop. 4.2)")
     if not torch.allclose(Lam, Lam.transpose(-1, -2)):
         raise ValueError("Lam must be symmetric per head (W_V,h = A_h symmetric, Prop. 4.2)")
@@ -130,18 +152,28 @@ def prop42_maps(U: torch.Tensor, Lam: torch.Tensor) -> torch.Tensor:
 
 def prop42_energy(x, U, Lam, beta) -> torch.Tensor:
     """E = −(1/2β) Σ_h Σ_ij exp(β x_iᵀ A_h x_j), A_h = U_h Λ_h U_hᵀ (Prop. 4.2, our construction)."""
+    _check_prop42_tokens(x, U)
     return exp_energy(x, prop42_maps(U, Lam), beta)
+
+
+def _check_prop42_tokens(x, U) -> None:
+    _check_tokens(x)
+    check_tensor("U", U, ndim=2)
+    check_dim("x", x.shape[-1], U.shape[0], "last dimension (d, the size of U)")
+    check_same_dtype(("x", x), ("U", U))
 
 
 def prop42_update(x, U, Lam, beta) -> torch.Tensor:
     """Σ_h Σ_j exp(β x_iᵀ A_h x_j) A_h x_j = −∇E.
 
     Unnormalised multi-head SA with W_Q,h = U_hΛ_h, W_K,h = U_h, W_V,h = A_h."""
-    check_tensor("x", x)
+    _check_prop42_tokens(x, U)
     beta = check_positive("beta", beta)
     maps = prop42_maps(U, Lam)
     kernel = torch.exp(beta * torch.einsum("...ia,hab,...jb->...hij", x, maps, x))
-    return torch.einsum("...hij,hab,...jb->...ia", kernel, maps, x)
+    y = torch.einsum("...hij,hab,...jb->...ia", kernel, maps, x)
+    check_overflow("beta", beta, y, "exp(beta x_iᵀA_h x_j)")
+    return y
 
 
 def sample_prop42(n_tokens, dim, generator=None, dtype=torch.float64):

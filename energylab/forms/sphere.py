@@ -13,7 +13,14 @@ import math
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_overflow, check_positive, check_tensor
+from energylab._checks import (
+    check_count,
+    check_dim,
+    check_overflow,
+    check_positive,
+    check_same_dtype,
+    check_tensor,
+)
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import randn, unit_rows
 from energylab.sphere import tangent_projection
@@ -77,9 +84,11 @@ def _check_head_maps(x, Q, K) -> None:
         raise ValueError("Q and K must be given together (or neither, for Q = K = I)")
     check_tensor("Q", Q, ndim=3)
     check_tensor("K", K, ndim=3)
+    check_count("Q", Q, 0, what="head", why="a multi-head form needs H ≥ 1 heads")
     check_dim("Q", Q.shape[-1], x.shape[-1])
     if K.shape != Q.shape:
         raise ValueError(f"K must have the shape of Q {tuple(Q.shape)}, got {tuple(K.shape)}")
+    check_same_dtype(("x", x), ("Q", Q), ("K", K))
 
 
 def _check_symmetric(x, A, beta):
@@ -91,6 +100,7 @@ def _check_symmetric(x, A, beta):
     d = x.shape[-1]
     if A.shape != (d, d):
         raise ValueError(f"A must have shape ({d}, {d}), got {tuple(A.shape)}")
+    check_same_dtype(("x", x), ("A", A))
     if not torch.allclose(A, A.T):
         raise ValueError("A must be symmetric (W_V = A = Aᵀ is the symmetric case)")
     return beta

@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,8 +40,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from energylab._checks import check_bool, check_int
+from energylab.results import atomic_write
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
-from energylab.tasks.sudoku_solver import SHAPES, as_board, count_solutions, solve
+from energylab.tasks.sudoku_solver import MIN_GIVENS, SHAPES, as_board, count_solutions, solve
 
 CACHE_VERSION = 1  # bump when the generator or the file layout changes: old caches are then ignored
 
@@ -57,6 +58,23 @@ class SudokuSetConfig:
     seed: int = 0  # train uses generate(seed=2*seed), test 2*seed+1: disjoint random streams
     size: int = 9  # board side: 4 (2×2 boxes), 6 (2×3 boxes) or 9 (3×3 boxes)
     hard: bool = False  # built from the catalogue of hard puzzles by symmetry (energylab.tasks.sudoku_hard)
+
+    def __post_init__(self):
+        size = check_int("size", self.size)
+        if size not in SHAPES:
+            raise ValueError(f"size must be one of {sorted(SHAPES)} (board sides with boxes), got {size}")
+        if check_bool("hard", self.hard) and size != 9:
+            raise ValueError(f"hard=True sets exist for 9x9 boards only, got size={size}")
+        if not isinstance(self.givens, (tuple, list)) or len(self.givens) != 2:
+            raise ValueError(f"givens must be a pair (lo, hi) of ints, got {self.givens!r}")
+        lo, hi = (check_int(f"givens[{i}]", g) for i, g in enumerate(self.givens))
+        least = 17 if self.hard else MIN_GIVENS[size]
+        if not least <= lo <= hi <= size * size - 1:
+            raise ValueError(f"givens must satisfy {least} <= lo <= hi <= {size * size - 1} for {size}x{size} "
+                             f"boards (fewer than {least} givens has no unique puzzle), got {tuple(self.givens)}")
+        check_int("n_train", self.n_train, minimum=1)
+        check_int("n_test", self.n_test, minimum=1)
+        check_int("seed", self.seed, minimum=0)
 
 
 NAMED_SETS = {
@@ -137,8 +155,13 @@ def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
     """
     if not isinstance(pred, torch.Tensor) or not isinstance(target, torch.Tensor):
         raise TypeError("pred and target must be torch tensors")
+    if target.is_floating_point() or target.dtype == torch.bool:
+        raise TypeError(f"target must hold integer class indices, got dtype {target.dtype}")
     if pred.dim() == 3:
         pred = pred.argmax(-1)  # (B, 81, 9) -> (B, 81)
+    elif pred.is_floating_point() or pred.dtype == torch.bool:
+        raise TypeError(f"pred of shape (B, N) must hold integer class indices (or pass (B, N, size) logits), "
+                        f"got dtype {pred.dtype}")
     if pred.shape != target.shape or target.dim() != 2:
         raise ValueError(f"pred must have shape (B, N) or (B, N, size) matching target (B, N); "
                          f"got {tuple(pred.shape)} and {tuple(target.shape)}")
@@ -147,6 +170,8 @@ def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
     elif mask.shape != target.shape or mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor of shape {tuple(target.shape)}, "
                          f"got {mask.dtype} of shape {tuple(mask.shape)}")
+    if len(target) == 0:
+        raise ValueError("target holds no board (B = 0): an accuracy over no boards is undefined")
     right = (pred == target) | ~mask  # (B, N): uncounted cells never spoil a board
     counted = max(int(mask.sum()), 1)
     return {"cell": int(((pred == target) & mask).sum()) / counted,
@@ -192,18 +217,13 @@ def _load_verified(path: Path, key: str, n: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _save_atomic(path: Path, puzzles: np.ndarray, solutions: np.ndarray, key: str) -> None:
-    """Write next to ``path`` then rename, so a crash never leaves a half-written cache file."""
+    """Write next to ``path`` then rename (:func:`energylab.results.atomic_write`), so a crash never leaves a
+    half-written cache file; the file gets the mode the umask gives (a shared cache stays readable to others)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = json.dumps({"key": key, "checksum": _checksum(puzzles, solutions)})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, puzzles=puzzles.astype(np.int8), solutions=solutions.astype(np.int8),
-                                meta=np.array(meta))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(str(path), lambda f: np.savez_compressed(f, puzzles=puzzles.astype(np.int8),
+                                                          solutions=solutions.astype(np.int8), meta=np.array(meta)),
+                 binary=True)
 
 
 def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_dir: str | Path | None = None,
@@ -225,6 +245,8 @@ def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_di
     key = _cache_key(config, split)
     lo, hi = config.givens
     path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cache_dir={str(path)!r} is a file, not a folder")
     prefix = "sudoku" if config.size == 9 else f"sudoku{config.size}"
     path = path / f"{prefix}-{lo}-{hi}{'-hard' if config.hard else ''}-{split}-{n}-{key[:16]}.npz"
     cached = _load_verified(path, key, n)
@@ -239,7 +261,11 @@ def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_di
         puzzles, solutions = generate_hard(n, config.givens, seed=seed)
     else:
         puzzles, solutions = generate(n, config.givens, seed=seed, progress=progress, size=config.size)
-    _save_atomic(path, puzzles, solutions, key)
+    try:
+        _save_atomic(path, puzzles, solutions, key)
+    except OSError as err:
+        raise ValueError(f"cannot write the sudoku cache in {str(path.parent)!r} ({err}); pass a writable "
+                         f"cache_dir or set ENERGYLAB_CACHE") from None
     return puzzles, solutions
 
 
@@ -250,6 +276,19 @@ def sudoku_dataset(config: SudokuSetConfig | str = "satnet-like", split: str = "
 
 
 # --- public files -----------------------------------------------------------------------------
+def _read_public(path: Path, source: str, read):
+    """``read(binary file)`` of a public data file; a missing file is a FileNotFoundError and an unreadable one a
+    ValueError, both naming the file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{source} file {path} not found: download the public data and pass its folder")
+    try:
+        with open(path, "rb") as f:
+            return read(f)
+    except Exception as err:  # noqa: BLE001 - a truncated archive or a binary file fails in many ways
+        first = str(err).splitlines()[0] if str(err) else ""
+        raise ValueError(f"{path} is not a readable {source} file ({type(err).__name__}: {first[:200]})") from None
+
+
 def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000) -> SudokuDataset:
     """SATNet's Sudoku files (Wang et al. 2019): ``features.pt`` and ``labels.pt`` in ``directory``.
 
@@ -260,10 +299,11 @@ def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000
     """
     if split not in ("train", "test", "all"):
         raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+    n_train = check_int("n_train", n_train, minimum=0)
     directory = Path(directory)
     arrays = []
     for fname in ("features.pt", "labels.pt"):
-        t = torch.load(directory / fname, map_location="cpu", weights_only=True)
+        t = _read_public(directory / fname, "SATNet", lambda f: torch.load(f, map_location="cpu", weights_only=True))
         if not isinstance(t, torch.Tensor) or t.dim() != 4 or tuple(t.shape[1:]) != (9, 9, 9):
             raise ValueError(f"{directory / fname}: expected a tensor of shape (n, 9, 9, 9), got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
@@ -274,10 +314,18 @@ def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000
     puzzles, solutions = arrays
     if (solutions == 0).any():
         raise ValueError(f"{directory / 'labels.pt'}: every cell of a solution must be set")
-    if split == "all":
+    if puzzles.shape != solutions.shape:
+        raise ValueError(f"{directory}: features.pt holds {len(puzzles)} boards, labels.pt {len(solutions)}")
+    cut = slice(None) if split == "all" else slice(0, n_train) if split == "train" else slice(n_train, None)
+    return _dataset_of(directory, puzzles[cut], solutions[cut])
+
+
+def _dataset_of(source: Path, puzzles, solutions) -> SudokuDataset:
+    """:class:`SudokuDataset` of boards read from ``source``; a ValueError about them names the file or folder."""
+    try:
         return SudokuDataset(puzzles, solutions)
-    cut = slice(0, n_train) if split == "train" else slice(n_train, None)
-    return SudokuDataset(puzzles[cut], solutions[cut])
+    except ValueError as err:
+        raise ValueError(f"{source}: {err}") from None
 
 
 def load_rrn(directory: str | Path, split: str = "train", limit: int | None = None,
@@ -295,23 +343,25 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
         raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
     if seed is not None and (not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    if limit is not None:
+        limit = check_int("limit", limit, minimum=1)
     first = None if seed is not None else limit  # a random sample needs every row first
     path = Path(directory) / f"{split}.csv"
+    lines = _read_public(path, "RRN", lambda f: f.read().decode("utf-8").splitlines())
     puzzles, solutions = [], []
-    with open(path) as f:
-        for line_no, line in enumerate(f, 1):
-            if first is not None and len(puzzles) >= first:
-                break
-            fields = line.strip().split(",")
-            if not line.strip() or (line_no == 1 and not fields[0].replace(".", "0").isdigit()):
-                continue  # blank line or header
-            if len(fields) != 2 or any(len(x) != 81 for x in fields):
-                raise ValueError(f"{path}:{line_no}: expected 'puzzle,solution' with 81 digits each")
-            q, a = (x.replace(".", "0") for x in fields)
-            if not (q.isascii() and q.isdigit() and a.isascii() and a.isdigit()):
-                raise ValueError(f"{path}:{line_no}: expected digits 0-9 or '.'")
-            puzzles.append(q)
-            solutions.append(a)
+    for line_no, line in enumerate(lines, 1):
+        if first is not None and len(puzzles) >= first:
+            break
+        fields = line.strip().split(",")
+        if not line.strip() or (line_no == 1 and not fields[0].replace(".", "0").isdigit()):
+            continue  # blank line or header
+        if len(fields) != 2 or any(len(x) != 81 for x in fields):
+            raise ValueError(f"{path}:{line_no}: expected 'puzzle,solution' with 81 digits each")
+        q, a = (x.replace(".", "0") for x in fields)
+        if not (q.isascii() and q.isdigit() and a.isascii() and a.isdigit()):
+            raise ValueError(f"{path}:{line_no}: expected digits 0-9 or '.'")
+        puzzles.append(q)
+        solutions.append(a)
     if not puzzles:
         raise ValueError(f"{path}: no boards found")
     if seed is not None and limit is not None and limit < len(puzzles):
@@ -322,9 +372,55 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
     def digits(rows):
         return (np.frombuffer("".join(rows).encode(), dtype=np.uint8) - ord("0")).astype(np.int64).reshape(shape)
 
-    return SudokuDataset(digits(puzzles), digits(solutions))
+    return _dataset_of(path, digits(puzzles), digits(solutions))
 
 
-__all__ = ["SudokuSetConfig", "NAMED_SETS", "SPLITS", "SudokuDataset", "sudoku_accuracy", "sudoku_puzzles",
-           "sudoku_dataset", "load_satnet", "load_rrn", "default_cache_dir", "solve", "count_solutions", "generate",
-           "as_board"]
+__all__ = ["check_run_config", "SudokuSetConfig", "NAMED_SETS", "SPLITS", "SudokuDataset", "sudoku_accuracy",
+           "sudoku_puzzles", "sudoku_dataset", "load_satnet", "load_rrn", "default_cache_dir", "solve",
+           "count_solutions", "generate", "as_board"]
+
+
+# --- settings of a looped run -----------------------------------------------------------------------------------
+def check_run_config(config) -> None:
+    """Validate the settings of a looped Sudoku run (:class:`energylab.experiments.sudoku.Config`) before any data
+    is generated or loaded: a ValueError or TypeError naming the field.
+
+    Board size 4, 6 or 9; width, heads (dividing the width), feed-forward multiple, T (``iterations``) and every
+    test T positive ints; set names known and of that board size; batch, board and seed counts usable.
+    """
+    size = check_int("size", config.size)
+    if size not in SHAPES:
+        raise ValueError(f"size must be one of {sorted(SHAPES)} (board sides with boxes), got {size}")
+    dim = check_int("dim", config.dim, minimum=1)
+    check_int("heads", config.heads, minimum=1)
+    if dim % config.heads:
+        raise ValueError(f"dim={dim} must be divisible by heads={config.heads} (each head gets d / H dims)")
+    check_int("ffn_mult", config.ffn_mult, minimum=1)
+    check_int("iterations", config.iterations, minimum=1)  # T of the loop during training
+    if not isinstance(config.test_iterations, (tuple, list)) or not config.test_iterations:
+        raise ValueError(f"test_iterations must be a non-empty tuple of positive ints, got {config.test_iterations!r}")
+    for t in config.test_iterations:
+        check_int("test_iterations", t, minimum=1)
+    for name in ("epochs", "batch_size", "n_test", "n_eval"):
+        check_int(name, getattr(config, name), minimum=1)
+    if check_int("n_train", config.n_train, minimum=1) < config.batch_size:
+        raise ValueError(f"n_train={config.n_train} must be >= batch_size={config.batch_size}")
+    if not isinstance(config.seeds, (tuple, list)) or not config.seeds:
+        raise ValueError(f"seeds must be a non-empty tuple of ints, got {config.seeds!r}")
+    for s in config.seeds:
+        check_int("seeds", s, minimum=0)
+    check_int("data_seed", config.data_seed, minimum=0)
+    if not isinstance(config.test_sets, (tuple, list)):
+        raise TypeError(f"test_sets must be a tuple of set names, got {type(config.test_sets).__name__}")
+    for field, name in [("train_set", config.train_set), *(("test_sets", n) for n in config.test_sets)]:
+        if not isinstance(name, str):
+            raise TypeError(f"{field} must name a set (a string), got {name!r}")
+        if name.startswith(("satnet:", "rrn:")):
+            if size != 9:
+                raise ValueError(f"{field}={name!r}: the public files hold 9x9 boards, the config says size={size}")
+        elif name not in NAMED_SETS:
+            raise ValueError(f"{field}: unknown set {name!r}; use one of {sorted(NAMED_SETS)}, 'satnet:<dir>' or "
+                             f"'rrn:<dir>'")
+        elif NAMED_SETS[name].size != size:
+            raise ValueError(f"{field}={name!r} has {NAMED_SETS[name].size}x{NAMED_SETS[name].size} boards, the "
+                             f"config says size={size}")

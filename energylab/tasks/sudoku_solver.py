@@ -185,15 +185,18 @@ def as_board(board, name: str = "board", size: int | None = None) -> np.ndarray:
         arr = np.asarray(board)
     except Exception as err:  # ragged nested lists and the like
         raise ValueError(f"{name} must be a square array of ints (4x4, 6x6 or 9x9): {err}") from None
-    n = size if size is not None else (arr.shape[0] if arr.ndim == 2 and arr.shape[0] in SHAPES else 9)
-    if n not in SHAPES:
+    if size is None and not (arr.ndim == 2 and arr.shape[0] == arr.shape[1] and arr.shape[0] in SHAPES):
+        raise ValueError(f"{name} must be a 4x4, 6x6 or 9x9 array (board sizes {sorted(SHAPES)}), "
+                         f"got shape {arr.shape}")
+    n = arr.shape[0] if size is None else size
+    if isinstance(n, bool) or n not in SHAPES:
         raise ValueError(f"size must be one of {sorted(SHAPES)}, got {n!r}")
     if arr.shape != (n, n):
         raise ValueError(f"{name} must have shape ({n}, {n}), got {arr.shape}")
     if arr.dtype.kind == "f":
         if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must hold whole numbers 0..{n}")
-    elif arr.dtype.kind not in "iub":
+    elif arr.dtype.kind not in "iu":
         raise ValueError(f"{name} must hold ints 0..{n}, got dtype {arr.dtype}")
     arr = arr.astype(np.int64)
     if arr.min() < 0 or arr.max() > n:
