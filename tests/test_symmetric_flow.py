@@ -126,3 +126,14 @@ def test_without_a_compiler_the_fused_step_is_used(monkeypatch):
         symmetric_flow.library.cache_clear()
     want = simulate(x0, w, FlowConfig(**{**cfg.__dict__, "fused": False})).x
     assert (got - want).abs().max() < 1e-13
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nan_tokens_are_refused_before_any_kernel_runs(dtype):
+    """Issue 35: a NaN token into the symmetric C kernel's route is a ValueError naming x0, not NaN trajectories."""
+    x0 = random_tokens(1, 7, 3, seed=1).to(dtype)
+    x0[0, 2, 1] = float("nan")
+    w = preset_weights("identity", 3, heads=1, seed=4)
+    w = SphereWeights(w.Q.to(dtype), w.K.to(dtype), w.V.to(dtype))
+    with pytest.raises(ValueError, match="x0"):
+        simulate(x0, w, _fused(FlowConfig(beta=2.0, step=0.1, steps=3)))
