@@ -542,7 +542,9 @@ def check_pdf_content(pdf: pathlib.Path, notebooks: list[pathlib.Path], images: 
         return ["pdftotext/pdftoppm missing (Debian: apt-get install poppler-utils)"], {}
     pages_text = subprocess.run([tools["pdftotext"], "-layout", str(pdf), "-"], capture_output=True, text=True,
                                 check=True).stdout.split("\f")
-    whole, whole_nd = _squeeze("".join(pages_text)), _squeeze("".join(pages_text), digits=False)
+    # a wrapped line's continuation carries the "↪" mark of reading.css: drop it before looking lines up
+    text = "".join(pages_text).replace("\u21aa", "")
+    whole, whole_nd = _squeeze(text), _squeeze(text, digits=False)
     missing = {"code": [], "output": []}
     lines = _notebook_lines(notebooks)
     for chapter, kind, line in lines:
