@@ -256,10 +256,13 @@ def _forward(wrapper: nn.Module, shared: dict, compile: bool):
             return chosen[0](p, b, batch)
         try:  # the build happens on the first call: forward graph, then the backward graph on the probe below
             compiled = torch.compile(forward, dynamic=False)  # dynamo caches it per process
-            out = compiled(p, b, batch)
             leaves = [t for t in p.values() if t.requires_grad]
-            if leaves:  # build the backward now, not inside the optimiser step (the probe's gradients are dropped)
-                torch.autograd.grad(out[0].sum(), leaves, retain_graph=True, allow_unused=True)
+            if leaves:  # build the backward now, not inside the optimiser step: a probe pass whose gradients and
+                # random draws are dropped (a compiled backward donates its buffers, so it cannot retain the graph)
+                with torch.random.fork_rng():
+                    probe = compiled(p, b, batch)
+                    torch.autograd.grad(probe[0].sum(), leaves, allow_unused=True)
+            out = compiled(p, b, batch)
             chosen.append(compiled)
             return out
         except Exception as err:  # noqa: BLE001 - any build failure; a model that does not vmap fails eagerly too

@@ -11,6 +11,7 @@ import torch
 from energylab.experiments import sudoku as exp
 from energylab.tasks import sudoku as S
 from energylab.tasks import sudoku_solver as SS
+from energylab.tasks.sudoku_config import check_run_config
 
 GRID = np.array([[1, 2, 3, 4], [3, 4, 1, 2], [2, 1, 4, 3], [4, 3, 2, 1]])
 
@@ -188,4 +189,4 @@ def test_harness_refuses_bad_settings_before_making_any_data(tmp_path, monkeypat
 
 def test_every_profile_passes_the_harness_check():
     for config in exp.PROFILES.values():
-        S.check_run_config(config)
+        check_run_config(config)

@@ -32,6 +32,7 @@ from energylab.models import count_parameters
 from energylab.models.hyperset import HyperSET
 from energylab.results import config_record
 from energylab.train import Results, TrainConfig, train
+from energylab.verdicts import compare, scaling, trend
 
 
 @dataclass
@@ -234,23 +235,11 @@ def seed_accuracies(results: Results, layer: str, iterations: int) -> list[float
     return [r["accuracy"] for r in results.tables["accuracy"] if r["layer"] == layer and r["iterations"] == iterations]
 
 
-def trend(values: list[float]) -> str:
-    """"falls" / "rises" if every step of ``values`` goes down / up, else "mixed"."""
-    steps = [b - a for a, b in zip(values, values[1:])]
-    if all(s < 0 for s in steps):
-        return "falls"
-    if all(s > 0 for s in steps):
-        return "rises"
-    return "mixed"
-
-
 def verdicts(results: Results) -> dict[str, str]:
-    """What a multi-seed run says, each from the per-seed numbers (see ``energylab.experiments.sudoku.compare`` and
-    ``scaling``): every variant against "hyperset" at T, every model from T to 2T, and for each Hyper-SET variant
+    """What a multi-seed run says, each from the per-seed numbers (:mod:`energylab.verdicts`): every variant
+    against "hyperset" at T, every model from T to 2T, and for each Hyper-SET variant
     the direction of E_ATTN, E_FF, the effective rank and the paper's average angle along the trained iterations
     t = 1..T in every seed ("falls" / "rises" only if all seeds agree)."""
-    from energylab.experiments.sudoku import compare, scaling
-
     cfg = results.config
     T, T2 = cfg["test_iterations"][0], cfg["test_iterations"][-1]
     out = {}

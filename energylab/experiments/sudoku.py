@@ -29,7 +29,9 @@ from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.regularisers import REGULARISERS, regulariser
 from energylab.results import config_record
 from energylab.tasks import sudoku as tasks
+from energylab.tasks.sudoku_config import check_run_config
 from energylab.train import Results, TrainConfig, train
+from energylab.verdicts import compare, scaling
 
 
 @dataclass
@@ -283,7 +285,7 @@ def merge_league(config: Config, runs: dict[str, Results]) -> Results:
 
 def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train one looped model (``config.layer``) per seed; evaluate every test set at every test T."""
-    tasks.check_run_config(config)
+    check_run_config(config)
     if config.batch_size < 1 or config.n_train < config.batch_size:
         raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
     if not config.test_iterations or min(config.test_iterations) < 1:
@@ -367,26 +369,6 @@ def seed_values(results: Results, layer: str, test_set: str, iterations: int, ke
     (``"test_time_clamped"``: Hyper-SET with the step sizes of t > T frozen at T's)."""
     return [r[key] for r in results.tables[table]
             if r["layer"] == layer and r["set"] == test_set and r["iterations"] == iterations]
-
-
-def compare(a: list[float], b: list[float]) -> str:
-    """"ahead" if every value of ``a`` is above every value of ``b``, "behind" if every one is below, else "not
-    separated": with 3 seeds each, a separation happens by chance with probability 2/20 when the two are alike."""
-    if min(a) > max(b):
-        return "ahead"
-    if max(a) < min(b):
-        return "behind"
-    return "not separated"
-
-
-def scaling(before: list[float], after: list[float]) -> str:
-    """Paired over seeds: "rises" if every seed's accuracy is higher at the later T, "falls" if lower, else "mixed"."""
-    diffs = [y - x for x, y in zip(before, after)]
-    if all(d > 0 for d in diffs):
-        return "rises"
-    if all(d < 0 for d in diffs):
-        return "falls"
-    return "mixed"
 
 
 def league_verdicts(results: Results) -> dict[str, str]:
