@@ -121,7 +121,9 @@ def test_cache_key_of_nine_by_nine_sets_unchanged():
     key = S._cache_key(S.NAMED_SETS["satnet-like"], "train")
     assert key == "a26e950761afb0d74ce1d806e6f910ddc87bf36c3d2f3f4884a3eb4342facc18"  # computed before the change
     assert S._cache_key(S.SudokuSetConfig((31, 42)), "train") == key
-    assert S._cache_key(S.SudokuSetConfig((31, 42), size=6), "train") != key
+    # the size is part of the key (givens valid for both sizes: 6x6 boards hold at most 35)
+    assert S._cache_key(S.SudokuSetConfig((20, 30), size=6), "train") != S._cache_key(S.SudokuSetConfig((20, 30)),
+                                                                                        "train")
 
 
 def test_accuracy_is_exact():
