@@ -150,13 +150,11 @@ def accuracy(model: HyperSET, x: torch.Tensor, y: torch.Tensor, iterations) -> d
 def iteration_metrics(model: HyperSET, x: torch.Tensor, iterations: int) -> dict[str, list]:
     """Per-iteration test means (t = 0..iterations, t = 0 is x_0) of the layer's metrics (Hyper-SET only)."""
     x0 = model.inputs(x)
-    rows = [model.layer.metrics(x0, 1)] + model.trace(x, iterations, lambda t, s: model.layer.metrics(s, t))
+    xs = [x0] + [s for _, s in model.states(x, iterations)]  # one pass, t = 0..iterations
+    rows = [model.layer.metrics(s, max(t, 1)) for t, s in enumerate(xs)]
     out = {k: [round(float(r[k].mean()), 6) for r in rows] for k in rows[0]}
-    # E_ATTN after each iteration's attention half: splits each change of E_ATTN between the two halves
-    xs = [x0] + [s for _, s in model.states(x, iterations)]
-    out["attention_mid"] = [out["attention"][0]] + [
-        round(float(model.layer.energies(model.layer.half_step(xs[t - 1], t, x0=x0), t)["attention"].mean()), 6)
-        for t in range(1, len(xs))]
+    out["attention_mid"] = [out["attention"][0]] + [round(float(e.mean()), 6)
+                                                    for e in model.layer.attention_after_halves(xs, x0)]
     return out
 
 

@@ -203,9 +203,9 @@ def test_time(model: LoopedModel, data: tasks.SudokuDataset, iterations, chunk: 
 @torch.no_grad()
 def iteration_metrics(model: LoopedModel, tokens: torch.Tensor, iterations: int) -> dict[str, list] | None:
     """Means over ``tokens`` of the layer's ``metrics(x, t)`` at t = 0..iterations (t = 0: x_0 = c), or None if the
-    layer has none. For a layer with ``half_step`` (Hyper-SET) also ``attention_mid``: E_ATTN after iteration t's
-    attention half (t = 1..iterations; index 0 repeats t = 0), which splits each change of E_ATTN between the
-    attention half and the feedforward half."""
+    layer has none. For Hyper-SET also ``attention_mid``: E_ATTN after iteration t's attention half
+    (``HyperSETLayer.attention_after_halves``; index 0 repeats t = 0), which splits each change of E_ATTN between
+    the attention half and the feedforward half."""
     layer = model.layer
     if not hasattr(layer, "metrics"):
         return None
@@ -217,9 +217,9 @@ def iteration_metrics(model: LoopedModel, tokens: torch.Tensor, iterations: int)
     xs = [c] + states
     rows = [layer.metrics(x, max(t, 1)) for t, x in enumerate(xs)]
     out = {k: [round(float(r[k].double().mean()), 6) for r in rows] for k in rows[0]}
-    if hasattr(layer, "half_step"):
-        mids = [layer.energies(layer.half_step(xs[t - 1], t, x0=c), t)["attention"] for t in range(1, len(xs))]
-        out["attention_mid"] = [out["attention"][0]] + [round(float(e.double().mean()), 6) for e in mids]
+    if hasattr(layer, "attention_after_halves"):
+        out["attention_mid"] = [out["attention"][0]] + [round(float(e.double().mean()), 6)
+                                                        for e in layer.attention_after_halves(xs, c)]
     model.train(was_training)
     return out
 

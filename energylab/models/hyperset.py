@@ -204,6 +204,11 @@ class HyperSETLayer(nn.Module):
         alpha, _ = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
         return x + alpha * self.attention_update(x, t)
 
+    def attention_after_halves(self, states: list[torch.Tensor], x0: torch.Tensor) -> list[torch.Tensor]:
+        """E_ATTN (B,) after each iteration's attention half, from the states [x_0, x_1, ..., x_T'] (t = 1..T'):
+        with E_ATTN at the states it splits each change of E_ATTN between the two halves."""
+        return [self.energies(self.half_step(states[t - 1], t, x0=x0), t)["attention"] for t in range(1, len(states))]
+
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None, t: int = 1,
                 x0: torch.Tensor | None = None) -> torch.Tensor:
         if self.inject and c is not None:
