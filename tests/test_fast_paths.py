@@ -83,6 +83,13 @@ def _hyperspherical(kernel, operator):
     return fast, lambda x, W: operator(x, W, 0.7, True, 1e-6), (x, W), "cpu"
 
 
+def _relu_feedforward():
+    """D ReLU(RMSNorm(Dᵀx)) fused, against the catalog's operator (x (B, N, d), D (d, M))."""
+    x, D = _randn(11, 2, N, 5), _randn(12, 5, 11) / math.sqrt(5)
+    return (lambda x, D: fa.relu_sphere_feedforward(x, D, 1e-6),
+            lambda x, D: hs.hyperset_feedforward_update(x, D, True, 1e-6), (x, D), "cpu")
+
+
 def _newton():
     q, k = _randn(6, BH, N, DH), _randn(7, BH, N, DH)
     T, T2 = 0.5 + _randn(8, BH, 1, 1).abs(), 0.5 + _randn(9, BH, 1, 1).abs()
@@ -133,6 +140,8 @@ CASES = {
     "sphere-fused": lambda: _sphere("random", "fused"),
     "tiled-expressive": _expressive,
     "tiled-bisoftmax": lambda: _hyperspherical(fa.bisoftmax_attention, hs.hyperset_attention_update),
+    "one-exp-bisoftmax": lambda: _hyperspherical(fa.bisoftmax_one_exp, hs.hyperset_attention_update),
+    "fused-relu-feedforward": _relu_feedforward,
     "tiled-sigmoid": lambda: _hyperspherical(fa.sigmoid_attention, hs.sigmoid_attention_update),
     "tiled-newton": _newton,
     "flex-expressive": _flex,

@@ -161,3 +161,31 @@ def test_image_model_shapes_and_baseline():
         assert model(x).shape == (3, 10) and model(x, iterations=5).shape == (3, 10)
     with pytest.raises(ValueError, match="unknown layer"):
         HyperSET(4, 16, 10, layer="nope")
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-11), (torch.float32, 2e-5)])
+def test_fast_paths_give_the_reference_layer_values_and_gradients(monkeypatch, dtype, tol):
+    """Issue 27, item 5: the one-exponential bi-softmax and the fused ReLU feedforward are drop-in: one iteration's
+    output and the gradients of every parameter, of x and of x_0 equal the plain PyTorch route's (the route taken
+    under torch.func / torch.compile, forced here)."""
+    import energylab.models.hyperset as mh
+
+    torch.manual_seed(0)
+    layer = HyperSETLayer(12, 3, 2).to(dtype)
+    with torch.no_grad():  # non-zero step sizes, so both halves count
+        for p in layer.steps.parameters():
+            p.normal_(0, 0.3)
+    x, x0 = _x().to(dtype), _x(seed=2).to(dtype)
+
+    def run():
+        xs, x0s = x.clone().requires_grad_(True), x0.clone().requires_grad_(True)
+        y = layer(xs, None, t=2, x0=x0s)
+        weight = torch.linspace(-1, 2, y.numel(), dtype=dtype).view_as(y)
+        grads = torch.autograd.grad((y * weight).sum(), [xs, x0s, *layer.parameters()])
+        return [y.detach(), *grads]
+
+    fast = run()
+    monkeypatch.setattr(mh, "value_checks_off", lambda: True)
+    reference = run()
+    for got, want in zip(fast, reference):
+        assert float((got - want).norm() / want.norm()) < tol

@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab._checks import check_divides
+from energylab import fast_attention as fa
+from energylab._checks import check_divides, value_checks_off
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
     hyperset_attention_energy,
@@ -165,6 +166,9 @@ class HyperSETLayer(nn.Module):
         if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
             pq = torch.sigmoid(q)
             y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
+        elif self.attention == "bisoftmax" and self.gains is None and not value_checks_off():
+            # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
+            y = fa.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
         else:
             s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
             if self.attention == "bisoftmax" and self.gains is None:  # s symmetric: softmax_col(s) = softmax_row(s)ᵀ
@@ -181,6 +185,8 @@ class HyperSETLayer(nn.Module):
     def feedforward_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
         """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d)."""
         _, D = self.weights(t)
+        if self.feedforward == "relu" and self.ff_gain is None and not value_checks_off():
+            return fa.relu_sphere_feedforward(x, D, self.eps)  # fast path "fused-relu-feedforward"
         h = _rms(x @ D, self.ff_gain, self.eps)  # (B, N, M)
         if self.feedforward == "relu":
             phi = torch.relu(h)
@@ -214,8 +220,8 @@ class HyperSETLayer(nn.Module):
         if self.inject and c is not None:
             x = x + c
         alpha, gamma = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
-        x = x + alpha * self.attention_update(x, t)
-        return x + gamma * self.feedforward_update(x, t)
+        x = torch.addcmul(x, alpha, self.attention_update(x, t))
+        return torch.addcmul(x, gamma, self.feedforward_update(x, t))
 
     # ------------------------------------------------------------------ hooks (no side effects)
     def normalised(self, x: torch.Tensor, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
