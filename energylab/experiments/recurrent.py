@@ -11,8 +11,9 @@ trained on Sudoku with the harness of :mod:`energylab.experiments.sudoku` and th
    the top-k eigenspace (one board) after each iteration (Fig. 6).
 
 Results: ``tables["test_time"]`` rows (layer, set, iterations, board, cell); ``tables["lyapunov"]`` rows
-(layer, factor, scale, board, lyapunov); ``extra["curves"][layer][set]`` board accuracy at every T;
-``extra["trace"]`` {"iterations", "pseudo_energy", "contribution"}; ``final`` the headline numbers.
+(layer, factor, scale, board, lyapunov, lyapunov_warm: after ``lyap_warmup`` uncounted steps);
+``extra["curves"][layer][set]`` board accuracy at every T; ``extra["trace"]`` {"iterations", "pseudo_energy",
+"contribution"}; ``final`` the headline numbers.
 Also here, without training: :func:`oscillator_eigenvalues` (Sec. 5.2) and :func:`jacobian_norms` (Fig. 1).
 """
 from __future__ import annotations
@@ -33,7 +34,8 @@ from energylab.train import Results, TrainConfig, train
 
 @dataclass
 class Config:
-    layers: tuple[str, ...] = ("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral")  # specs
+    # specs "layer[:<H>h][+regulariser]": ":1h" trains that model with H heads instead of ``heads``
+    layers: tuple[str, ...] = ("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral")
     reg_weight: float = 0.01  # weight of the regulariser of "+<name>" specs (our choice; not in our notes)
     size: int = 4  # board side
     train_set: str = "4x4-id"  # training boards (generated)
@@ -50,6 +52,7 @@ class Config:
     warmup_steps: int = 20  # linear warm-up
     sweep: tuple[float, ...] = (0.5, 2.0)  # factors of the one-factor sweep (input, value, step); 1 = trained
     lyap_steps: int = 16  # horizon of the Lyapunov exponent (paper 003: T = 16)
+    lyap_warmup: int = 16  # steps run before the horizon for the warm-up reading "lyapunov_warm" (paper 003: none)
     n_sweep: int = 200  # OOD boards per sweep point
     trace_iterations: int = 16  # iterations of the pseudo-energy trace (0: none; it forms (N d)² Jacobians)
     trace_k: int = 16  # top-k eigenspace of the contribution index (our choice: N, one direction per cell)
@@ -65,6 +68,10 @@ PROFILES = {
                              "itrsa+e-single", "akorn+spectral"), n_train=2500, n_test=500, dim=64,
                      iterations=16, test_iterations=(8, 16, 32, 64), epochs=30, batch_size=64, lr=1e-3,
                      warmup_steps=50, n_sweep=500, trace_iterations=64),
+    # issue 36: the paper's E-single is a single-head model; the quick settings with one head and with four, each
+    # with and without E-single (no sweep, no trace); run once per seed 0, 1, 2 and committed as e-single-heads-s<k>
+    "e-single-heads": Config(layers=("itrsa:1h", "itrsa:1h+e-single", "itrsa", "itrsa+e-single"), sweep=(),
+                             trace_iterations=0),
     # paper 003's protocol (App. B): 9x9, SATNet-like ID / RRN-like OOD, D = 512, H = 8, T = 16, 100 epochs,
     # batch 100; no contribution-index trace (it forms a (81·512)² Jacobian); lr is our choice (the paper tunes it)
     "full": Config(layers=("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral", "itrsa+e-multi",
@@ -76,6 +83,7 @@ PROFILES = {
 COST = {
     "quick": "about 1 min on one CPU thread (measured 41 s idle, 112 s loaded: 5 models x 600 steps, d = 32, T = 4)",
     "full": "paper 003 scale: 8 models x 9,000 steps at d = 512, T = 16: several GPU hours (estimate, not run)",
+    "e-single-heads": "about 1 min on one CPU thread per seed (4 models x 600 steps, d = 32, T = 4)",
     "medium": "13 min on one CPU core (measured: 8 models x 1,170 steps at d = 64, T = 16, with the sweeps and the "
               "64-iteration trace); committed as results/recurrent/medium.json",
 }
@@ -116,15 +124,21 @@ def jacobian_norms(tokens, dim: int = 32, heads: int = 4, scale: float = 4.0, se
 
 
 # ----------------------------------------------------------------------------- trained models
-def _spec(spec: str) -> tuple[str, str]:
+def _spec(spec: str, heads: int) -> tuple[str, str, int]:
+    """(layer, regulariser, heads) of a spec "layer[:<H>h][+regulariser]" (heads: the config's, unless given)."""
     layer, _, reg = spec.partition("+")
-    return layer, reg or "none"
+    layer, _, h = layer.partition(":")
+    if h:
+        if not (h.endswith("h") and h[:-1].isdigit() and int(h[:-1]) >= 1):
+            raise ValueError(f"a head count in a layer spec reads ':<H>h' with H >= 1, e.g. 'itrsa:1h'; got {spec!r}")
+        heads = int(h[:-1])
+    return layer, reg or "none", heads
 
 
 def train_model(config: Config, spec: str, train_data):
     """One looped model for ``spec``, trained with the sudoku harness (seeded by config.seed)."""
-    layer, reg = _spec(spec)
-    scfg = sudoku.Config(size=config.size, layer=layer, dim=config.dim, heads=config.heads,
+    layer, reg, heads = _spec(spec, config.heads)
+    scfg = sudoku.Config(size=config.size, layer=layer, dim=config.dim, heads=heads,
                          iterations=config.iterations, batch_size=config.batch_size, device=config.device)
     torch.manual_seed(config.seed)
     model = sudoku.make_model(scfg)
@@ -152,13 +166,25 @@ def perturbed(model, factor: str, scale: float):
     return model
 
 
-def max_lyapunov(model, tokens: torch.Tensor, steps: int) -> float:
-    """Max Lyapunov exponent of x ↦ layer(x, c) from x_0 = c on one board (tokens (N,)): (1/T) Σ ln |R_11|."""
+def max_lyapunov(model, tokens: torch.Tensor, steps: int, warmup: int = 0) -> float:
+    """Max Lyapunov exponent of x ↦ layer(x, c) from x_0 = c on one board (tokens (N,)): (1/T) Σ ln |R_11| over
+    ``steps`` steps after ``warmup`` uncounted ones (paper 003's protocol: warmup = 0, T = 16, one sample)."""
     with torch.no_grad():
         c = model.inputs(tokens[None].to(model.pos.device))[0]
     layer = model.layer
-    value = lyapunov_spectrum(lambda x: layer(x[None], c[None])[0], c, steps, k=1)[0].detach()
+    value = lyapunov_spectrum(lambda x: layer(x[None], c[None])[0], c, steps, k=1, warmup=warmup)[0].detach()
     return float(value) if torch.isfinite(value) else float("nan")
+
+
+def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
+    """Per trained model: λ_max by paper 003's protocol ("paper": 16 steps from X⁽⁰⁾ = C), after the warm-up
+    ("warm": the same horizon after ``lyap_warmup`` uncounted steps), and the shift between them."""
+    out = {}
+    for row in results.tables["lyapunov"]:
+        if row["factor"] == "none":
+            out[row["layer"]] = {"paper": row["lyapunov"], "warm": row["lyapunov_warm"],
+                                 "shift": row["lyapunov_warm"] - row["lyapunov"]}
+    return out
 
 
 def akorn_trace(model, data, iterations: int, k: int) -> dict:
@@ -198,7 +224,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             m = model if factor == "none" else perturbed(model, factor, scale)
             board = sudoku.test_time(m, sweep_data, (config.iterations,))[config.iterations]["board"]
             lyap.append({"layer": spec, "factor": factor, "scale": scale, "board": board,
-                         "lyapunov": max_lyapunov(m, ood.tokens[0], config.lyap_steps)})
+                         "lyapunov": max_lyapunov(m, ood.tokens[0], config.lyap_steps),
+                         "lyapunov_warm": max_lyapunov(m, ood.tokens[0], config.lyap_steps, config.lyap_warmup)})
         if config.trace_iterations and "trace" not in results.extra and isinstance(model.layer,
                                                                                     recurrent.KuramotoLayer):
             results.extra["trace"] = {"layer": spec, **akorn_trace(model, sweep_data, config.trace_iterations,
@@ -210,4 +237,5 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     for row in lyap:
         if row["factor"] == "none":
             results.final[f"{row['layer']}/lyapunov"] = row["lyapunov"]
+            results.final[f"{row['layer']}/lyapunov_warm"] = row["lyapunov_warm"]
     return results
