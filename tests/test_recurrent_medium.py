@@ -6,6 +6,7 @@ import pytest
 
 from energylab.committed import committed_path, load_committed
 from energylab.experiments import recurrent
+from energylab.verdicts import scaling
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +79,27 @@ def test_fig6_is_not_reproduced(medium):
     assert round(pe[0], 1) == -712.8 and round(pe[-1]) == -587 and pe[-1] > pe[0]  # it rises
     assert all((pe[i + 1] - pe[i]) * (pe[i + 2] - pe[i + 1]) < 0 for i in range(1, 20))  # period-2 alternation
     assert round(ci[0], 3) == 0.243 and all(0.07 <= c <= 0.102 for c in ci[20:])  # "between 0.07 and 0.10"
+
+
+def test_single_head_e_single_costs_and_the_single_head_does_not():
+    """Chapter 9, Section 9.6 (issue 36): the e-single-heads probe, three seeds, read through the chapter's function."""
+    runs = [load_committed("recurrent", f"e-single-heads-s{k}") for k in range(3)]
+    for results, provenance in runs:
+        assert provenance["dirty"] is False and tuple(results.config["layers"]) == recurrent.PROFILES[
+            "e-single-heads"].layers
+    assert [r.config["seed"] for r, _ in runs] == [0, 1, 2]
+    rows, verdicts = recurrent.e_single_heads([r for r, _ in runs])
+    for name in ("4x4-id", "4x4-ood"):
+        assert verdicts[f"1 head + E-single vs 1 head, {name} @T"] == "behind"
+        assert verdicts[f"4 heads + E-single vs 4 heads, {name} @T"] == "behind"
+        assert verdicts[f"1 head vs 4 heads, {name} @T"] == "ahead"
+    mean = {(r["layer"], r["set"], r["iterations"]): r["mean"] for r in rows}
+    seeds = {(r["layer"], r["set"], r["iterations"]): r["seeds"] for r in rows}
+    assert [round(mean[k, "4x4-id", 4], 2) for k in ("itrsa:1h+e-single", "itrsa:1h", "itrsa", "itrsa+e-single")] \
+        == [0.41, 0.88, 0.72, 0.48]
+    assert [round(mean[k, "4x4-ood", 4], 2) for k in ("itrsa:1h", "itrsa")] == [0.48, 0.32]
+    for name in ("4x4-id", "4x4-ood"):  # E-single costs more with one head than with four
+        loss_1h = mean["itrsa:1h", name, 4] - mean["itrsa:1h+e-single", name, 4]
+        loss_4h = mean["itrsa", name, 4] - mean["itrsa+e-single", name, 4]
+        assert loss_1h > loss_4h + 0.05
+    assert scaling(seeds["itrsa:1h+e-single", "4x4-id", 4], seeds["itrsa:1h+e-single", "4x4-id", 8]) == "falls"

@@ -30,6 +30,7 @@ from energylab.models import recurrent
 from energylab.sphere import normalize
 from energylab.tasks import sudoku as tasks
 from energylab.train import Results, TrainConfig, train
+from energylab.verdicts import compare
 
 
 @dataclass
@@ -185,6 +186,32 @@ def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
             out[row["layer"]] = {"paper": row["lyapunov"], "warm": row["lyapunov_warm"],
                                  "shift": row["lyapunov_warm"] - row["lyapunov"]}
     return out
+
+
+def e_single_heads(runs: list[Results]) -> tuple[list[dict], dict[str, str]]:
+    """The ``e-single-heads`` probe, one run per seed: rows (layer, set, T, per-seed board accuracies, their mean)
+    and the verdicts (:func:`energylab.verdicts.compare` over seeds, at the training T) on paper 003's reading that
+    E-single fails because it is single-head: does E-single cost accuracy with one head as with four, and does one
+    head without it?"""
+    config = runs[0].config
+    T, rows = config["iterations"], []
+    for layer in config["layers"]:
+        for name in config["test_sets"]:
+            for t in config["test_iterations"]:
+                seeds = [r.final[f"{layer}/{name}/board@T{t}"] for r in runs]
+                rows.append({"layer": layer, "set": name, "iterations": t, "seeds": seeds,
+                             "mean": sum(seeds) / len(seeds)})
+
+    def at(layer, name):
+        return next(r["seeds"] for r in rows if (r["layer"], r["set"], r["iterations"]) == (layer, name, T))
+
+    verdicts = {}
+    for name in config["test_sets"]:
+        for label, a, b in (("1 head + E-single vs 1 head", "itrsa:1h+e-single", "itrsa:1h"),
+                            ("4 heads + E-single vs 4 heads", "itrsa+e-single", "itrsa"),
+                            ("1 head vs 4 heads", "itrsa:1h", "itrsa")):
+            verdicts[f"{label}, {name} @T"] = compare(at(a, name), at(b, name))
+    return rows, verdicts
 
 
 def akorn_trace(model, data, iterations: int, k: int) -> dict:
