@@ -24,7 +24,7 @@ def test_the_decide_runs_exist_clean_and_change_one_knob(runs):
     assert (base["image_size"], base["patch"], base["dim"], base["epochs"], base["n_eval"]) == (14, 2, 8, 20, 500)
     assert base["baseline"] is False and base["drop_masked"] is False
     knobs = {"drop": {"drop_masked": True}, "beta20": {"lam_train": 20.0}, "lamtest5": {"lam_test": 5.0},
-             "d32": {"dim": 32}, "paper28": {"image_size": 28}}
+             "d32": {"dim": 32}, "paper": {"image_size": 28}}
     for name, (res, prov) in runs.items():
         assert prov["dirty"] is False and prov["commit"] and f"--commit decide-{name}" in prov["command"]
         changed = {k: v for k, v in res.config.items() if k not in ("seed", "device") and base.get(k) != v}

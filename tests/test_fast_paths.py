@@ -24,6 +24,7 @@ from energylab import fast_attention as fa
 from energylab.forms import expressive as ea
 from energylab.forms import hyperspherical as hs
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
+from energylab.kernels import hyperset_layer as hk
 from energylab.sphere import random_tokens
 
 F64, F32 = torch.float64, torch.float32
@@ -86,7 +87,7 @@ def _hyperspherical(kernel, operator):
 def _relu_feedforward():
     """D ReLU(RMSNorm(Dᵀx)) fused, against the catalog's operator (x (B, N, d), D (d, M))."""
     x, D = _randn(11, 2, N, 5), _randn(12, 5, 11) / math.sqrt(5)
-    return (lambda x, D: fa.relu_sphere_feedforward(x, D, 1e-6),
+    return (lambda x, D: hk.relu_sphere_feedforward(x, D, 1e-6),
             lambda x, D: hs.hyperset_feedforward_update(x, D, True, 1e-6), (x, D), "cpu")
 
 
@@ -140,7 +141,7 @@ CASES = {
     "sphere-fused": lambda: _sphere("random", "fused"),
     "tiled-expressive": _expressive,
     "tiled-bisoftmax": lambda: _hyperspherical(fa.bisoftmax_attention, hs.hyperset_attention_update),
-    "one-exp-bisoftmax": lambda: _hyperspherical(fa.bisoftmax_one_exp, hs.hyperset_attention_update),
+    "one-exp-bisoftmax": lambda: _hyperspherical(hk.bisoftmax_one_exp, hs.hyperset_attention_update),
     "fused-relu-feedforward": _relu_feedforward,
     "tiled-sigmoid": lambda: _hyperspherical(fa.sigmoid_attention, hs.sigmoid_attention_update),
     "tiled-newton": _newton,

@@ -189,3 +189,25 @@ def test_fast_paths_give_the_reference_layer_values_and_gradients(monkeypatch, d
     reference = run()
     for got, want in zip(fast, reference):
         assert float((got - want).norm() / want.norm()) < tol
+
+
+def test_fast_paths_run_under_autocast():
+    """Mixed precision (the GPU profiles' amp): the fast paths' backward passes meet bf16 activations and float32
+    gradients; they must compute, and agree with float32 to bf16's precision."""
+    torch.manual_seed(0)
+    layer = HyperSETLayer(16, 2, 2)
+    with torch.no_grad():
+        for p in layer.steps.parameters():
+            p.normal_(0, 0.3)
+    x = torch.randn(2, 9, 16, generator=torch.Generator().manual_seed(3))
+
+    def grads(autocast: bool):
+        layer.zero_grad()
+        xs = x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = layer(xs, None, t=2, x0=xs)
+        y.float().square().sum().backward()
+        return [xs.grad, layer.W.grad, layer.D.grad]
+
+    for got, want in zip(grads(True), grads(False)):
+        assert got.dtype == torch.float32 and float((got - want).norm() / want.norm()) < 0.05

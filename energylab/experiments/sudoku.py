@@ -92,16 +92,11 @@ PROFILES = {
                          lr=LEAGUE_LR, seeds=(0, 1, 2), checkpoint_every=500,
                          layers=("transformer", "itrsa", "akorn", "hyperset")),
     # 9×9 on one CPU core (issue 27, item 3): the smallest looped Transformer we tried on SATNet-like boards in about
-    # an hour of one core; d = 64, T = 16, batch 32 (0.38 s/step measured, against 11 s/step for ``medium``).
-    # "medium-cpu-9x9-d128" is the wider candidate at the same hour (0.88 s/step, fewer steps)
+    # an hour of one core; d = 64, T = 16, batch 32 (0.38 s/step measured, against 11 s/step for ``medium``)
     "medium-cpu-9x9": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"),
                              n_train=9000, n_test=1000, dim=64, heads=4, iterations=16,
                              test_iterations=(8, 16, 32, 64), epochs=32, batch_size=32, lr=LEAGUE_LR,
                              warmup_steps=300, eval_every=1000, checkpoint_every=500, n_trace=0),
-    "medium-cpu-9x9-d128": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"),
-                                  n_train=9000, n_test=1000, dim=128, heads=8, iterations=16,
-                                  test_iterations=(8, 16, 32, 64), epochs=14, batch_size=32, lr=2e-3,
-                                  warmup_steps=300, eval_every=1000, checkpoint_every=500, n_trace=0),
     # 9×9 SATNet-like training, tested on SATNet-like, RRN-like (22–34) and RRN-17 (17–34) boards
     "medium": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"), n_train=9000,
                      n_test=1000, dim=256, heads=8, iterations=16, test_iterations=(8, 16, 32, 64), epochs=60,
@@ -126,8 +121,6 @@ COST = {
     "medium-cpu": "16 min on one CPU core (measured 976 s: 6x6 boards, d = 64, 5,600 steps; committed as "
                   "results/sudoku/medium-cpu.json)",
     "medium-cpu-9x9": "about 60 min of one CPU core (9x9, d = 64, T = 16, 9,000 steps of 32 boards at 0.38 s/step)",
-    "medium-cpu-9x9-d128": "about 60 min of one CPU core (9x9, d = 128, T = 16, 3,936 steps of 32 boards at "
-                           "0.88 s/step)",
     "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
               "about 16 h on one CPU core (11 s/step measured)",
     "full": "paper 003 scale: 5 seeds x 9,000 steps at d = 512, T = 16: a few GPU hours (estimate)",

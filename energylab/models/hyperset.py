@@ -41,7 +41,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab import fast_attention as fa
 from energylab._checks import check_divides, value_checks_off
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
@@ -51,6 +50,7 @@ from energylab.forms.hyperspherical import (
     sigmoid_attention_energy,
     softmax_feedforward_energy,
 )
+from energylab.kernels import hyperset_layer as hk
 from energylab.models.looped import LAYERS, register_layer
 from energylab.sphere import average_angle, effective_rank, mean_pairwise_angle
 
@@ -168,7 +168,7 @@ class HyperSETLayer(nn.Module):
             y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
         elif self.attention == "bisoftmax" and self.gains is None and not value_checks_off():
             # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
-            y = fa.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
+            y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
         else:
             s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
             if self.attention == "bisoftmax" and self.gains is None:  # s symmetric: softmax_col(s) = softmax_row(s)ᵀ
@@ -186,7 +186,7 @@ class HyperSETLayer(nn.Module):
         """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d)."""
         _, D = self.weights(t)
         if self.feedforward == "relu" and self.ff_gain is None and not value_checks_off():
-            return fa.relu_sphere_feedforward(x, D, self.eps)  # fast path "fused-relu-feedforward"
+            return hk.relu_sphere_feedforward(x, D, self.eps)  # fast path "fused-relu-feedforward"
         h = _rms(x @ D, self.ff_gain, self.eps)  # (B, N, M)
         if self.feedforward == "relu":
             phi = torch.relu(h)
