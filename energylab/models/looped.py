@@ -125,12 +125,23 @@ class TransformerBlock(nn.Module):
         self.ff1 = nn.Linear(dim, ffn_mult * dim, bias=False)
         self.ff2 = nn.Linear(ffn_mult * dim, dim, bias=False)
 
+    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, N, d) normalised tokens -> queries, keys, values stacked as (3, B, H, N, d_h)."""
+        B, N, d = x.shape
+        return self.qkv(x).view(B, N, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+
     def attention(self, x: torch.Tensor) -> torch.Tensor:
         """Multi-head softmax self-attention of (B, N, d) tokens (all pairs: a board has no order)."""
         B, N, d = x.shape
-        q, k, v = self.qkv(x).view(B, N, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)  # 3 x (B, H, N, d_h)
+        q, k, v = self._qkv(x)  # 3 x (B, H, N, d_h)
         y = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, d_h)
         return self.out(y.transpose(1, 2).reshape(B, N, d))
+
+    def attention_weights(self, h: torch.Tensor) -> torch.Tensor:
+        """The softmax weights softmax(q kᵀ/√d_h) that :meth:`forward` applies to the tokens h = x + c (before
+        RMSNorm): (B, N, d) -> (B, H, N_query, N_key), rows summing to one."""
+        q, k, _ = self._qkv(self.norm1(h))
+        return torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
 
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
         h = x if c is None else x + c
