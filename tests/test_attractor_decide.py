@@ -19,7 +19,7 @@ def runs():
 
 
 def test_the_decide_runs_exist_clean_and_change_one_knob(runs):
-    assert {"base", "drop", "beta20", "lamtest5"} <= set(runs)
+    assert {"base", "drop", "beta20", "lamtest5", "d32", "paper"} <= set(runs)
     base = runs["base"][0].config
     assert (base["image_size"], base["patch"], base["dim"], base["epochs"], base["n_eval"]) == (14, 2, 8, 20, 500)
     assert base["baseline"] is False and base["drop_masked"] is False
@@ -30,27 +30,28 @@ def test_the_decide_runs_exist_clean_and_change_one_knob(runs):
         changed = {k: v for k, v in res.config.items() if k not in ("seed", "device") and base.get(k) != v}
         if name != "base":
             assert changed == knobs[name], name
-        assert os.path.getsize(committed_path("attractor", f"decide-{name}")) < 300_000
+        limit = 300_000 if res.config["image_size"] == 14 else 800_000  # 28x28: four times the example pixels
+        assert os.path.getsize(committed_path("attractor", f"decide-{name}")) < limit
 
 
 def test_no_setting_beats_the_mean_digit_at_masked_prediction(runs):
     rows = ex.decide_table({name: r[0] for name, r in runs.items()})
     assert len(rows) == len(runs)
     for row in rows:
-        assert row["masked_margin"] > -0.02, row  # within 2% of painting the mean digit (observed: within 0.6%)
+        assert row["masked_margin"] > -0.02, row  # within 2% of painting the mean digit (observed: within 0.8%)
         assert row["to_mean_digit"] < 1e-3 and row["spread_ratio"] < 0.1, row  # the prediction is the mean digit
         assert row["masked_class_mean"] < 0.85 * row["masked_mean_digit"]  # knowing the class would be worth 15%+
         assert row["denoise_margin"] < -0.05, row  # while denoising beats the mean digit in every setting
 
 
-@pytest.mark.parametrize("name", ["base", "drop", "beta20", "lamtest5"])
+@pytest.mark.parametrize("name", ["base", "drop", "beta20", "lamtest5", "d32", "paper"])
 def test_every_claim_of_the_chapter_holds_in_each_run(runs, name):
     claims = ex.claims(runs[name][0])
     # after 20 epochs the denoising optimum moves to t ~ 21 and the rise to t = 30 is below the claim's 1e-3: the
     # transient-memory claim is the chapter's about its own quick and medium runs, not about these
     transient = claims.pop("denoise: its error falls, then rises again (a transient memory)")
     assert all(claims.values()), {k: v for k, v in claims.items() if not v}
-    assert transient == (name == "beta20")
+    assert transient == (name in ("beta20", "paper"))
 
 
 def test_drop_masked_leaves_the_masked_field_direction_alone(runs):
