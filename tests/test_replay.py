@@ -49,8 +49,9 @@ def test_lis_medium_replays_its_warm_up():
 
 
 @pytest.mark.xfail(strict=True, reason="open: replaying seed 0 alone gives held-out accuracy 0.679 at epoch 100 "
-                   "against the committed 0.649 (epoch 0 agrees); the committed file was run from a tree with "
-                   "local changes (provenance dirty=True) as a 16-seed vmapped ensemble: rerun it from a clean commit")
+                   "against the committed 0.649 (epoch 0 agrees). Not the tree: rerun from a clean commit (85d844e), "
+                   "the 16-seed vmapped ensemble reproduced the file bit for bit; the one-seed path and the ensemble "
+                   "path part after epoch 0: replay through the ensemble to tell rounding from a library change")
 def test_nt_medium_replays_its_first_300_epochs():
     results, _ = load_committed("nt", "medium")
     run = dataclasses.replace(nt.PROFILES["medium"].runs[0], epochs=300, overrides=(("seeds", 1),))
