@@ -91,8 +91,9 @@ PROFILES = {
                          dim=64, heads=4, iterations=8, epochs=30, batch_size=64, warmup_steps=200, eval_every=500,
                          lr=LEAGUE_LR, seeds=(0, 1, 2), checkpoint_every=500,
                          layers=("transformer", "itrsa", "akorn", "hyperset")),
-    # 9×9 on one CPU core (issue 27, item 3): the smallest looped Transformer we tried on SATNet-like boards in about
-    # an hour of one core; d = 64, T = 16, batch 32 (0.38 s/step measured, against 11 s/step for ``medium``)
+    # 9×9 on one CPU core (issue 27, item 3), the one configuration tried: d = 64, T = 16, batch 32 (0.3-0.4 s/step
+    # against 11 s/step for ``medium``); committed (results/sudoku/medium-cpu-9x9.json, 60 min): satnet-like 29% /
+    # rrn-like 3% / rrn-17 6% boards at T, 36% / 5% / 10% at 2T
     "medium-cpu-9x9": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"),
                              n_train=9000, n_test=1000, dim=64, heads=4, iterations=16,
                              test_iterations=(8, 16, 32, 64), epochs=32, batch_size=32, lr=LEAGUE_LR,
@@ -120,7 +121,8 @@ COST = {
                   "processes); committed as results/sudoku/league-6x6.json",
     "medium-cpu": "16 min on one CPU core (measured 976 s: 6x6 boards, d = 64, 5,600 steps; committed as "
                   "results/sudoku/medium-cpu.json)",
-    "medium-cpu-9x9": "about 60 min of one CPU core (9x9, d = 64, T = 16, 9,000 steps of 32 boards at 0.38 s/step)",
+    "medium-cpu-9x9": "60 min of one CPU core (measured 3,625 s: 9x9, d = 64, T = 16, 8,992 steps of 32 boards; "
+                      "committed as results/sudoku/medium-cpu-9x9.json)",
     "medium": "estimated 3-10 min on one GPU (9x9, d = 256, T = 16, 5,400 steps; not yet timed on a GPU); "
               "about 16 h on one CPU core (11 s/step measured)",
     "full": "paper 003 scale: 5 seeds x 9,000 steps at d = 512, T = 16: a few GPU hours (estimate)",
