@@ -107,11 +107,27 @@ PROFILES = {
                                  replace_seeds(dataclasses.replace(FULL_RUNS[1], epochs=1000), 8),
                                  replace_seeds(dataclasses.replace(FULL_RUNS[3], epochs=300), 8)),
                            eval_every=100, n_eval_series=50, n_final_series=500, progress=False),
+    # Issue 31: the N16T2 plateau far past the paper's epoch count, 8 seeds, about 35 min of one core: N_con 16 at
+    # 10,000 epochs (the paper has EA at 100% after about 2000) and N_con 32 at 6,000 (paper: 2000).
+    "long-n16t2": Config(runs=(replace_seeds(dataclasses.replace(FULL_RUNS[0], epochs=10_000), 8),
+                               replace_seeds(dataclasses.replace(FULL_RUNS[1], epochs=6_000), 8)),
+                         eval_every=250, n_eval_series=50, n_final_series=500, progress=False),
+    # The rest of paper 001's figures that fit about an hour of one core, 8 seeds: N_con 52 (Fig. 3, where EA
+    # should reach 100% and DPA not), N16T5 at N_con 64 (Fig. 5 uses 128: a reduced context), the NT + NT-S
+    # mixture at the paper's 5000 epochs (Fig. 6) and NT-R at N_con 64 (Fig. 7), at 2000 of the paper's 4000.
+    "figures": Config(runs=(replace_seeds(FULL_RUNS[2], 8),
+                            replace_seeds(NTRun("N16T5-64", 16, 5, 64, 2000, paper="reduced N_con (paper: 128, "
+                                                "both plateau near 0.2; EA escapes)"), 8),
+                            replace_seeds(FULL_RUNS[7], 8),
+                            replace_seeds(dataclasses.replace(FULL_RUNS[8], epochs=2000), 8)),
+                      eval_every=100, n_eval_series=50, n_final_series=500, progress=False),
     "full": Config(runs=FULL_RUNS),
 }
 COST = {"quick": "about 30 s on one CPU thread",
         "medium": "about 10 min of one CPU core (the wall time under load is in results/nt/medium.json)",
         "medium-n16t2": "about 12 min of one CPU core (the wall time under load is in results/nt/medium-n16t2.json)",
+        "long-n16t2": "about 35 min of one CPU core (N16T2 at N_con 16 and 32, 8 seeds, 10,000 and 6,000 epochs)",
+        "figures": "about 60 min of one CPU core (N_con 52, N16T5-64, the NT + NT-S mixture, NT-R-64; 8 seeds)",
         "full": "hours on a GPU (10 tasks x 2 attentions x 16 seeds, up to 5000 epochs at N_con 256)"}
 
 
