@@ -95,11 +95,19 @@ PROFILES = {
         greedy_answer=True,  # the answer after the model's own trace: teacher forcing would hand it the max
         last_k=2,  # final numbers = mean of the last 2 evaluations (steps 1,800 and 2,000), as the paper's last 5
         seeds=(0, 1, 2), progress=False),  # three seeds trained as one vmapped ensemble
+    # Issue 31: the medium cell trained about 5x longer on the paper's 51,200 training samples, attention alone
+    # (the paper's left panel), three seeds: 12 epochs x 800 steps = 9,600 steps, about 40 min of one CPU core.
+    # Does MHA pass 50% exact match, and does MHA2nd1st get there first?
+    "long": Config(lengths=(6,), dims=(32,), variants=("MHA-only", "MHA2nd1st-only"), high=250, answers=(2, 5),
+                   n_train=51_200, n_test=1024, batch_size=64, epochs=12, lr=3e-3, warmup_steps=800,
+                   schedule="cosine", eval_every=800, eval_at_start=True, greedy_answer=True, last_k=2,
+                   seeds=(0, 1, 2), progress=False),
     "full": Config(),
 }
 COST = {
     "quick": "20-45 s on one CPU thread (5 variants x 2 seeds x 96 steps)",
     "medium": "11.2 min on one CPU thread (3 variants x 3 seeds x 2,000 steps; measured, results/lis/medium.json)",
+    "long": "about 40 min of one CPU core (2 variants x 3 seeds x 9,600 steps at L = 6, d = 32)",
     "full": "paper: 2 days on 4x RTX 3090 (64 runs x 120,000 steps); resumable per run",
 }
 
