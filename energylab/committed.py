@@ -98,8 +98,14 @@ def commit_results(results: Results, experiment: str, name: str, *, seconds: flo
     path = committed_path(experiment, name, root)
     check_not_committed(path, overwrite)
     data = results.to_dict()
+    from energylab import portable
+
+    unpinned = portable.unpinned()
     data["provenance"] = {
         "machine": machine(), **(source if source is not None else source_commit()),
+        # "pinned": every x86-64 processor reproduces the run bit for bit (energylab.portable); otherwise only
+        # this machine's kernels do, and the unpinned variables are named
+        "numerics": "pinned" if not unpinned else "unpinned: " + ", ".join(unpinned),
         "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         "command": command if command is not None else " ".join(["python -m energylab", *sys.argv[1:]]),
         "seconds": None if seconds is None else round(float(seconds), 1)}
@@ -145,4 +151,5 @@ def describe_provenance(provenance: dict) -> str:
     commit = (provenance.get("commit") or "unknown commit")[:10] + (" + local changes" if provenance.get("dirty")
                                                                      else "")
     took = "" if provenance.get("seconds") is None else f", {provenance['seconds'] / 60:.1f} min"
-    return f"run {provenance['date'][:10]} on {where} at {commit}{took}"
+    pinned = ", pinned numerics" if provenance.get("numerics") == "pinned" else ""
+    return f"run {provenance['date'][:10]} on {where} at {commit}{took}{pinned}"

@@ -59,7 +59,7 @@ def _cli(capsys, *args):
 def test_cli_commit_over_an_existing_file_is_refused_before_training(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(C, "ROOT", str(tmp_path / "results"))
     path = C.commit_results(_results(), "nt", "medium", source={"commit": "abc", "dirty": False})
-    code, err = _cli(capsys, "nt", "--profile", "medium", "--out", str(tmp_path / "run"), "--commit")
+    code, err = _cli(capsys, "nt", "--profile", "medium", "--out", str(tmp_path / "run"), "--commit", "--unpinned")
     assert code == 2 and err.startswith(f"error: {path} already holds committed results; pass --force")
     assert not (tmp_path / "run").exists()  # nothing was trained
     code, err = _cli(capsys, "nt", "--out", str(tmp_path / "run"), "--force")

@@ -23,7 +23,7 @@ def test_commit_and_load_round_trip(tmp_path):
     assert prov["machine"]["cores"] == os.cpu_count() and "torch" in prov["machine"]
     assert prov["commit"] is None or len(prov["commit"]) == 40  # this repository's HEAD (None outside git)
     line = committed.describe_provenance(prov)
-    assert line.startswith(f"run {prov['date'][:10]} on ") and line.endswith(", 1.0 min")
+    assert line.startswith(f"run {prov['date'][:10]} on ") and line.endswith(", 1.0 min, pinned numerics")  # conftest pins pytest
 
 
 def test_bad_names_and_missing_files_are_clear(tmp_path):
@@ -44,10 +44,34 @@ def test_cli_commit_writes_the_named_file(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
     monkeypatch.setattr(committed, "ROOT", str(tmp_path / "committed"))
     out = str(tmp_path / "run")
-    assert main(["run", "toy", "--profile", "quick", "--device", "cpu", "--out", out, "--commit", "medium"]) == 0
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # as in a reader's shell (conftest pins pytest's own)
+    args = ["run", "toy", "--profile", "quick", "--device", "cpu", "--out", out, "--commit", "medium"]
+    # torch is loaded in this process and its numerics are this processor's: refused unless asked for
+    assert main(args) == 2
+    assert "needs the pinned numerics set before torch is imported" in capsys.readouterr().err
+    assert main([*args, "--unpinned"]) == 0
     assert "committed results written to" in capsys.readouterr().out
     res, prov = committed.load_committed("toy", "medium")
     assert res == Results.load(out) and "--commit medium" in prov["command"] and prov["seconds"] >= 0
+    assert prov["numerics"] == "unpinned: ATEN_CPU_CAPABILITY"
+    assert "pinned numerics" not in committed.describe_provenance(prov)
+
+
+def test_cli_commit_pins_the_numerics_and_one_thread(monkeypatch, tmp_path, capsys):
+    from energylab import portable
+
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
+    monkeypatch.setattr(committed, "ROOT", str(tmp_path / "committed"))
+    for key, value in portable.PINNED_ENV.items():  # as if set before torch loaded (a fresh CLI process)
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(portable, "configure_torch", lambda: True)  # keep oneDNN for the rest of the session
+    args = ["run", "toy", "--profile", "quick", "--device", "cpu", "--commit", "medium"]
+    assert main([*args, "--out", str(tmp_path / "a"), "--threads", "2"]) == 2
+    assert "--commit runs on one thread" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    _, prov = committed.load_committed("toy", "medium")
+    assert prov["numerics"] == "pinned" and prov["machine"]["torch_threads"] == 1
+    assert committed.describe_provenance(prov).endswith(", pinned numerics")
 
 
 def test_bench_commit_writes_one_file_per_section(monkeypatch, tmp_path):
