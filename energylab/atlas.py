@@ -31,7 +31,7 @@ from energylab._setup import ROUND_OFF_FLOOR
 from energylab.models import count_parameters
 from energylab.sphere import sphere_step, tangent_projection
 
-__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "CHAPTERS", "FORM_CHAPTERS", "chapter_of", "family_of",
+__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
            "bib_keys", "form_rows", "verify_dim",
            "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cost_text", "costs_caption",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
@@ -50,45 +50,14 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "Hyper-SET and its alternative energies": ("hu2025hyperset",),
 }
 
-# The trainable layer of each form that has one: (layer class, catalog form, how the layer relates to the form).
-LAYERS: tuple[tuple[type, str, str], ...] = (
-    (modules.MultiHeadAttention, "multihead_free_energy",
-     "one step of the form on the spheres (Theorem 2), dot-product scores, W_V and W_O learned freely"),
-    (modules.ExpressiveAttention, "expressive_attention",
-     "the same Boltzmann weights p_i; the layer is Σ_i p_i W_V h_i, not the gradient"),
-    (modules.MHA2nd1st, "mha2nd1st",
-     "the form with W_O learned in place of −W_{1,h}ᵀ, dot-product scores, learnable T_h, T'_h"),
-    (modules.MHA2nd1stCorrected, "mha2nd1st-corrected",
-     "the form with W_O learned in place of −WᵀG⁻¹, dot-product scores, learnable T_h, T'_h"),
-    (modules.BiSoftmaxAttention, "hyperset_attention", "the update at RMS-normalised projections"),
-    (modules.SigmoidAttention, "sigmoid_attention", "the update at RMS-normalised projections"),
-    (modules.KernelLinearAttention, "kernel_linear_attention", "the update at RMS-normalised projections"),
-    (modules.ReLUEnergyFeedforward, "hyperset_feedforward", "the update at RMS-normalised Dᵀx"),
-    (modules.SoftmaxEnergyFeedforward, "softmax_feedforward", "the update at RMS-normalised Dᵀx"),
-    (modules.GatedEnergyFeedforward, "gated_feedforward", "the update at RMS-normalised Dᵀx"),
-)
-
-
-# family module of energylab.forms -> the chapter notebook that derives its forms (the Atlas links each row there)
-CHAPTERS = {"free_energy": "01_free_energy", "hopfield": "03_hopfield_memories", "newton": "04_newton_attention",
-            "expressive": "05_expressive_attention", "sphere": "06_particles_on_spheres",
-            "local": "07_attractor_networks", "hyperspherical": "08_hyperset", "recurrent": "09_jacobians"}
-
-
-# forms derived in another chapter than the rest of their family module (chapter 2 derives these two)
-FORM_CHAPTERS = {"linear_attention": "02_attention_as_descent", "multihead_free_energy": "02_attention_as_descent"}
+# The trainable layers, (layer class, catalog form, how the layer relates to the form), as registered beside the
+# layers in energylab.modules (the catalog is their one home; this is the Atlas's view of it).
+LAYERS: tuple[tuple[type, str, str], ...] = tuple(tuple(layer) for layer in catalog.LAYERS)
 
 
 def chapter_of(name: str) -> str:
-    """The notebook (``NN_slug``) of the chapter that derives form ``name``: its family module's chapter, unless
-    :data:`FORM_CHAPTERS` names another."""
-    if name in FORM_CHAPTERS:
-        _form(name)  # an unknown name still raises
-        return FORM_CHAPTERS[name]
-    module = _form(name).energy.__module__.rsplit(".", 1)[-1]
-    if module not in CHAPTERS:
-        raise ValueError(f"form {name!r} comes from energylab.forms.{module}, which has no chapter in CHAPTERS")
-    return CHAPTERS[module]
+    """The notebook (``NN_slug``) of the chapter that derives form ``name`` (``AttentionForm.chapter``)."""
+    return _form(name).chapter
 
 
 def _form(name: str) -> catalog.AttentionForm:

@@ -19,6 +19,7 @@ it imports ``energylab.forms``; ``verify`` says so.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -27,7 +28,8 @@ import torch
 from energylab._checks import check_int
 from energylab.sphere import tangent_projection
 
-__all__ = ["Equation", "AttentionForm", "FORMS", "register", "verify", "reference_update", "approx_slope"]
+__all__ = ["Equation", "AttentionForm", "Layer", "FORMS", "LAYERS", "register", "register_layer", "verify",
+           "reference_update", "approx_slope"]
 
 
 class Equation(NamedTuple):
@@ -55,10 +57,26 @@ class AttentionForm:
     shrink: Callable[[dict, float], dict] | None = None  # approx only: params with the correction scaled by s
     min_tokens: int = 1  # the fewest tokens an instance may have (local attention needs another token to see)
     multi_head: bool = False  # the sampler draws heads_for(dim) heads: verify at a composite dim to test several
+    chapter: str = ""  # the notebook (NN_slug) of the chapter that derives the form; the Atlas links its row there
+
+    @property
+    def layers(self) -> tuple["Layer", ...]:
+        """The trainable layers built on this form (registered by :mod:`energylab.modules`)."""
+        return tuple(layer for layer in LAYERS if layer.form == self.name)
+
+
+class Layer(NamedTuple):
+    """A trainable nn.Module built on a form, and how it relates to the form's operator (for the Atlas)."""
+
+    cls: type  # the nn.Module class
+    form: str  # the catalog form it is built on
+    relation: str  # what the layer adds to or changes in the operator (learned maps, normalisations, ...)
 
 
 # ----------------------------------------------------------------------------- the registry
 FORMS: dict[str, AttentionForm] = {}
+LAYERS: list[Layer] = []  # in registration order (the Atlas's table order)
+_CHAPTER = re.compile(r"^\d\d_[a-z0-9_]+$")
 
 
 def register(form: AttentionForm) -> AttentionForm:
@@ -69,8 +87,20 @@ def register(form: AttentionForm) -> AttentionForm:
         raise ValueError(f"kind must be 'gradient', 'newton' or 'approx', got {form.kind!r}")
     if form.kind == "approx" and (form.reference is None or form.order is None or form.shrink is None):
         raise ValueError(f"approx form {form.name!r} needs reference, order and shrink")
+    if not isinstance(form.chapter, str) or not _CHAPTER.match(form.chapter):
+        raise ValueError(f"form {form.name!r} needs the chapter that derives it, as 'NN_slug', got {form.chapter!r}")
     FORMS[form.name] = form
     return form
+
+
+def register_layer(cls: type, form: str, relation: str) -> type:
+    """Record that nn.Module ``cls`` is a trainable layer on the registered form ``form``; returns ``cls``."""
+    if form not in FORMS:
+        raise ValueError(f"layer {cls.__name__}: no form {form!r} is registered (valid: {sorted(FORMS)})")
+    if any(layer.cls is cls and layer.form == form for layer in LAYERS):
+        raise ValueError(f"layer {cls.__name__} is already registered on form {form!r}")
+    LAYERS.append(Layer(cls, form, relation))
+    return cls
 
 
 # ----------------------------------------------------------------------------- verification

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from energylab import catalog
 from energylab import fast_attention as fa
 from energylab._checks import (
     check_count,
@@ -314,3 +315,26 @@ class GatedEnergyFeedforward(_EnergyFeedforward):
     """
 
     _update = staticmethod(hs.gated_feedforward_update)
+
+
+# ----------------------------------------------------------------------------- the layers in the catalog
+# Each trainable layer beside the form it is built on and how it relates to the form's operator (the Atlas's
+# layer table, in this order; `AttentionForm.layers` reads them back).
+for _cls, _form, _relation in (
+    (MultiHeadAttention, "multihead_free_energy",
+     "one step of the form on the spheres (Theorem 2), dot-product scores, W_V and W_O learned freely"),
+    (ExpressiveAttention, "expressive_attention",
+     "the same Boltzmann weights p_i; the layer is Σ_i p_i W_V h_i, not the gradient"),
+    (MHA2nd1st, "mha2nd1st",
+     "the form with W_O learned in place of −W_{1,h}ᵀ, dot-product scores, learnable T_h, T'_h"),
+    (MHA2nd1stCorrected, "mha2nd1st-corrected",
+     "the form with W_O learned in place of −WᵀG⁻¹, dot-product scores, learnable T_h, T'_h"),
+    (BiSoftmaxAttention, "hyperset_attention", "the update at RMS-normalised projections"),
+    (SigmoidAttention, "sigmoid_attention", "the update at RMS-normalised projections"),
+    (KernelLinearAttention, "kernel_linear_attention", "the update at RMS-normalised projections"),
+    (ReLUEnergyFeedforward, "hyperset_feedforward", "the update at RMS-normalised Dᵀx"),
+    (SoftmaxEnergyFeedforward, "softmax_feedforward", "the update at RMS-normalised Dᵀx"),
+    (GatedEnergyFeedforward, "gated_feedforward", "the update at RMS-normalised Dᵀx"),
+):
+    catalog.register_layer(_cls, _form, _relation)
+del _cls, _form, _relation

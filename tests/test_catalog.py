@@ -18,23 +18,48 @@ def _gen(seed):
     return torch.Generator().manual_seed(seed)
 
 
-REQUIRED = [
-    "softmax_free_energy", "dot_product_free_energy", "linear_attention", "multihead_free_energy", "att2nd",
-    "att2nd1st", "mha2nd", "mha2nd-paper", "mha2nd1st", "mha2nd1st-corrected", "hopfield_retrieval",
-    "expressive_attention", "local_self_attention",
-    "sphere_interaction", "symmetric_self_attention", "hyperset_attention", "hyperset_feedforward",
-    "sigmoid_attention", "kernel_linear_attention", "softmax_feedforward", "gated_feedforward",
-]
-
-
 def test_required_forms_are_registered():
     assert catalog.FORMS["att2nd"].kind == "newton"
     assert catalog.FORMS["att2nd1st"].kind == "approx" and catalog.FORMS["mha2nd1st"].kind == "approx"
     assert catalog.FORMS["mha2nd"].kind == "newton" and catalog.FORMS["mha2nd1st-corrected"].reference == "mha2nd"
     assert catalog.FORMS["mha2nd1st"].reference == "mha2nd-paper"
-    for name in REQUIRED:
-        form = catalog.FORMS[name]
+    for name, form in catalog.FORMS.items():
         assert form.name == name and form.paper and form.equation.energy and form.equation.update
+
+
+@pytest.mark.parametrize("name", sorted(catalog.FORMS))
+def test_every_form_is_named_in_the_chapter_that_derives_it(name):
+    """The catalog entry is the form's home: its chapter (the Atlas links there) exists and names it in code or
+    prose, so a form renamed or moved without its chapter fails here, with no list of forms typed into tests."""
+    import pathlib
+
+    form = catalog.FORMS[name]
+    (notebook,) = pathlib.Path(__file__).resolve().parents[1].joinpath("notebooks").glob(f"{form.chapter}.ipynb")
+    text = notebook.read_text()
+    assert any(quoted in text for quoted in (f'\\"{name}\\"', f"'{name}'", f"`{name}`")), (name, form.chapter)
+
+
+def test_layers_are_registered_on_their_forms():
+    from energylab import modules
+
+    assert catalog.LAYERS and {layer.form for layer in catalog.LAYERS} <= set(catalog.FORMS)
+    for layer in catalog.LAYERS:
+        assert issubclass(layer.cls, torch.nn.Module) and layer.relation
+        assert layer in catalog.FORMS[layer.form].layers
+        assert getattr(modules, layer.cls.__name__) is layer.cls
+    with pytest.raises(ValueError, match="already registered"):
+        catalog.register_layer(*catalog.LAYERS[0])
+    with pytest.raises(ValueError, match="no form 'nope' is registered"):
+        catalog.register_layer(modules.MultiHeadAttention, "nope", "x")
+
+
+def test_a_form_without_its_chapter_is_refused():
+    import dataclasses
+
+    form = dataclasses.replace(catalog.FORMS["att2nd"], name="att2nd-copy", chapter="")
+    with pytest.raises(ValueError, match="needs the chapter that derives it"):
+        catalog.register(form)
+    assert "att2nd-copy" not in catalog.FORMS
 
 
 @pytest.mark.parametrize("name", GRADIENT)

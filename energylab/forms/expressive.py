@@ -19,6 +19,9 @@ from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import check_query_tokens, check_scores_mask, mapped_tokens
 from energylab.forms.free_energy import dot_product_potentials, sample_free_tokens
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "05_expressive_attention"
+
 __all__ = ["expressive_weights", "expressive_potentials", "expressive_free_energy", "expressive_free_energy_update",
            "expressive_attention_step"]
 
@@ -107,6 +110,7 @@ def expressive_attention_step(z: torch.Tensor, H: torch.Tensor, W_QK: torch.Tens
 
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
+    chapter=CHAPTER,
     name="expressive_attention", paper="gros2024expressive", kind="gradient",
     equation=Equation(r"F_{EA} = -T\log\sum_i \frac{s_i^2}{1+s_i^2},\ s_i = z^\top W h_i",
                       r"-\nabla_z F_{EA} = T\sum_i p_i\,\frac{2}{s_i(1+s_i^2)}\,W h_i"),

@@ -36,6 +36,9 @@ from energylab.forms._common import (
     well_conditioned,
 )
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "01_free_energy"
+
 __all__ = [
     "elastic_potentials",
     "dot_product_potentials",
@@ -315,6 +318,7 @@ def sample_heads(n_tokens, dim, generator=None, dtype=torch.float64, orthogonal:
 
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
+    chapter=CHAPTER,
     name="softmax_free_energy", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
                       r"-\nabla_z F^* = \bar h - z,\quad \bar h = \sum_i p_i W h_i"),
@@ -324,6 +328,7 @@ register(AttentionForm(
     "(Theorem 1, with W_V = ηW; the paper's ηT comes from a dropped 1/T).",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="dot_product_free_energy", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"\tilde F^* = -T\log\sum_i e^{z^\top W h_i/T}",
                       r"-\nabla_z \tilde F^* = \sum_i \mathrm{softmax}_i(z^\top W h_i/T)\, W h_i"),
@@ -332,6 +337,7 @@ register(AttentionForm(
     note="Exact gradient for any z; attention (eq. 1) is z + η·update with W_QᵀW_K = W, W_V = ηW.",
 ))
 register(AttentionForm(
+    chapter="02_attention_as_descent",  # chapter 2 derives it
     name="linear_attention", paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -\tfrac{T}{2}\sum_i (z^\top W h_i)^2",
                       r"-\nabla_z F^* = T\sum_i (z^\top W h_i)\, W h_i"),
@@ -340,6 +346,7 @@ register(AttentionForm(
     note="Exact gradient (Theorem 3): linear attention with W_V = ηT W.",
 ))
 register(AttentionForm(
+    chapter="02_attention_as_descent",  # chapter 2 derives it
     name="multihead_free_energy", multi_head=True, paper="energyprinciple2025", kind="gradient",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-\nabla_z F^* = -\tfrac1H\sum_h W_{1,h}^\top(q_h - \bar k_h)"),

@@ -12,6 +12,9 @@ from energylab._checks import check_count, check_dim, check_positive, check_same
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import NO_KEYS, randn
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "03_hopfield_memories"
+
 __all__ = ["hopfield_energy", "hopfield_update"]
 
 
@@ -53,6 +56,7 @@ def _sample_hopfield(n_tokens, dim, generator=None, dtype=torch.float64):
 
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
+    chapter=CHAPTER,
     name="hopfield_retrieval", paper="ramsauer2021", kind="gradient",
     equation=Equation(r"E(\xi) = -\beta^{-1}\log\sum_i e^{\beta x_i^\top\xi} + \tfrac12\xi^\top\xi",
                       r"-\nabla E = X\,\mathrm{softmax}(\beta X^\top\xi) - \xi"),

@@ -26,6 +26,9 @@ from energylab._checks import (
 from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import heads_for, merge_heads, randn, row_blocks, split_heads
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "08_hyperset"
+
 __all__ = [
     "head_projections",
     "rms_normalize",
@@ -230,6 +233,7 @@ def _sample_ff(n_tokens, dim, generator=None, dtype=torch.float64):
 # ----------------------------------------------------------------------------- the catalog
 _HYPERSET_NOTE = "Exact gradient of the unconstrained energy; the layer evaluates it at RMS-normalised projections."
 register(AttentionForm(
+    chapter=CHAPTER,
     name="hyperset_attention", multi_head=True, paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E_{ATTN} = \beta^{-1}\sum_h\sum_i\log\sum_j e^{\beta z_i^{h\top} z_j^h}",
                       r"-\sum_h W_h Z^h(\mathrm{softmax}_{col} + \mathrm{softmax}_{row})(\beta Z^{h\top}Z^h)"),
@@ -237,6 +241,7 @@ register(AttentionForm(
     note=_HYPERSET_NOTE,
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="sigmoid_attention", multi_head=True, paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E = \tfrac{1}{2\beta}\sum_h\sum_{ij}\sigma(\beta z_i^{h\top} z_j^h)",
                       r"-\sum_h W_h Z^h\,\sigma'(\beta Z^{h\top}Z^h)"),
@@ -244,6 +249,7 @@ register(AttentionForm(
     note=_HYPERSET_NOTE,
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="kernel_linear_attention", multi_head=True, paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E = \tfrac{\beta}{4}\sum_h\sum_{ij}(\Phi(z_i^h)^\top\Phi(z_j^h))^2",
                       r"-\sum_h W_h\,\Phi'(Z^h)\odot\beta\,\Phi(Z^h)\Phi(Z^h)^\top\Phi(Z^h)"),
@@ -251,6 +257,7 @@ register(AttentionForm(
     note=_HYPERSET_NOTE + " Φ = sigmoid; cost linear in N.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="hyperset_feedforward", paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E_{FF} = -\tfrac12\sum_i\sum_m \mathrm{ReLU}(d_m^\top x_i)^2",
                       r"D\,\mathrm{ReLU}(D^\top x_i)"),
@@ -258,12 +265,14 @@ register(AttentionForm(
     note=_HYPERSET_NOTE,
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="softmax_feedforward", paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E = -\sum_i\log\sum_m e^{d_m^\top x_i}", r"D\,\mathrm{softmax}(D^\top x_i)"),
     energy=softmax_feedforward_energy, update=softmax_feedforward_update, sample=_sample_ff,
     note=_HYPERSET_NOTE,
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="gated_feedforward", paper="hu2025hyperset", kind="gradient",
     equation=Equation(r"E = -\tfrac12\sum_i\Big(\sum_m\Phi(d_m^\top x_i)\Big)^2",
                       r"D\Big[\Big(\sum_m\Phi(d_m^\top x_i)\Big)\Phi'(D^\top x_i)\Big]"),

@@ -13,6 +13,9 @@ from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import randn, unit_rows
 from energylab.forms.free_energy import dot_product_weights
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "07_attractor_networks"
+
 __all__ = ["local_energies", "local_attention_update"]
 
 
@@ -73,6 +76,7 @@ def _sample_local(n_tokens, dim, generator=None, dtype=torch.float64):
 
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
+    chapter=CHAPTER,
     name="local_self_attention", paper="damico2024attractor", kind="gradient",
     equation=Equation(r"\sum_i e_i,\ e_i = -\lambda^{-1}\log\sum_{j\ne i} e^{\lambda x_i^\top J_{ij} c_j}",
                       r"-\partial e_i/\partial x_i = \sum_{j\ne i}\alpha_{ij} J_{ij} c_j"),

@@ -32,6 +32,9 @@ from energylab.forms.free_energy import (
     softmax_free_energy,
 )
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "04_newton_attention"
+
 __all__ = ["att2nd_update", "att2nd1st_update", "mha2nd_update", "mha2nd_paper_update", "mha2nd1st_update",
            "mha2nd1st_corrected_update", "newton_first_order_direction", "ridge_inverse"]
 
@@ -205,6 +208,7 @@ def _toward_orthogonal(params: dict, s: float) -> dict:
 
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
+    chapter=CHAPTER,
     name="att2nd", paper="energyprinciple2025", kind="newton",
     equation=Equation(r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
                       r"-\big[I - \tfrac1T\sum_i p_i d_i d_i^\top\big]^{-1}(z - \bar h)"),
@@ -213,6 +217,7 @@ register(AttentionForm(
     note="Exact Newton direction (eqs. 9-10); needs I − C/T invertible.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="att2nd1st", paper="energyprinciple2025", kind="approx", reference="att2nd", order=2, shrink=_scale_tokens,
     equation=Equation(r"F^* = -T\log\sum_i e^{-\|z - W h_i\|^2/2T}",
                       r"-(z - \bar h) - \tfrac1T\sum_i p_i d_i\, d_i^\top(z - \bar h)"),
@@ -221,6 +226,7 @@ register(AttentionForm(
     note="First Taylor term of the inverse Hessian: error O(‖C/T‖²) against Att2nd.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="mha2nd", multi_head=True, paper="energyprinciple2025", kind="newton",
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
                       r"-W^\top G^{-1} C^{-1}(q - \bar k),\quad G = WW^\top"),
@@ -230,6 +236,7 @@ register(AttentionForm(
     "C = blockdiag(C_h) and G = WWᵀ with its cross-head blocks. Ours: the paper's per-head step is mha2nd-paper.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="mha2nd-paper", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd", order=1,
     shrink=_toward_orthogonal,
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
@@ -240,6 +247,7 @@ register(AttentionForm(
     "first order in W's distance from its orthogonal polar factor (32-71% for the sampled W).",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="mha2nd1st", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd-paper", order=2,
     shrink=_scale_tokens,
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",
@@ -251,6 +259,7 @@ register(AttentionForm(
     "dot-product scores with learnable T_h, T'_h.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="mha2nd1st-corrected", multi_head=True, paper="energyprinciple2025", kind="approx", reference="mha2nd",
     order=2, shrink=_scale_tokens,
     equation=Equation(r"F^* = -\tfrac1H\sum_h T\log\sum_i e^{-\|W_{1,h}z - W_{2,h}h_i\|^2/2T}",

@@ -34,6 +34,9 @@ from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import heads_for, randn, unit_rows
 from energylab.sphere import tangent_projection
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "09_jacobians"
+
 __all__ = ["exp_energy", "sa_flow", "energy_rate", "prop41_energy", "prop41_update", "prop42_energy",
            "prop42_update", "prop42_maps", "sample_prop41", "sample_prop42"]
 
@@ -188,6 +191,7 @@ def sample_prop42(n_tokens, dim, generator=None, dtype=torch.float64):
 
 
 register(AttentionForm(
+    chapter=CHAPTER,
     name="generalised_symmetric_sa", paper="tomihari2025jacobians", kind="gradient", on_sphere=True,
     equation=Equation(r"E = -\frac{1}{2\beta}\sum_{ij} e^{\beta x_i^\top W_Q W_K^\top x_j},\ "
                       r"W_QW_K^\top = W_V = (W_QW_K^\top)^\top",
@@ -197,6 +201,7 @@ register(AttentionForm(
     "symmetric and equal to the value map. Softmax SA rescales token i by 1/Z_i > 0: still a descent direction.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="multihead_symmetric_sa", paper="tomihari2025jacobians", kind="gradient", multi_head=True,
     equation=Equation(r"E = -\frac{1}{2\beta}\sum_h\sum_{ij} e^{\beta x_i^\top U_h\Lambda_hU_h^\top x_j}",
                       r"\sum_h\sum_j e^{\beta x_i^\top A_h x_j} A_h x_j,\ A_h = U_h\Lambda_hU_h^\top"),

@@ -25,6 +25,9 @@ from energylab.catalog import AttentionForm, Equation, register
 from energylab.forms._common import randn, unit_rows
 from energylab.sphere import tangent_projection
 
+# the chapter that derives this family's forms (a form derived elsewhere names its own)
+CHAPTER = "06_particles_on_spheres"
+
 __all__ = ["sphere_interaction_energy", "energy_rate", "symmetric_attention_energy", "sphere_interaction_update",
            "symmetric_attention_update"]
 
@@ -169,6 +172,7 @@ def _sample_symmetric(n_tokens, dim, generator=None, dtype=torch.float64):
 
 # ----------------------------------------------------------------------------- the catalog
 register(AttentionForm(
+    chapter=CHAPTER,
     name="sphere_interaction", paper="geshkovski2023", kind="gradient", on_sphere=True,
     equation=Equation(r"-E_\beta = -\frac{1}{2\beta n^2}\sum_{ij} e^{\beta\langle x_i, x_j\rangle}",
                       r"P_{x_i}\Big(\tfrac{1}{n^2}\sum_j e^{\beta\langle x_i,x_j\rangle}x_j\Big)"),
@@ -177,6 +181,7 @@ register(AttentionForm(
     note="Exact tangent gradient of −E_β; USA is n × this field, SA rescales each token by n/Z_i > 0.",
 ))
 register(AttentionForm(
+    chapter=CHAPTER,
     name="symmetric_self_attention", paper="tomihari2025jacobians", kind="gradient", on_sphere=True,
     equation=Equation(r"E = -\frac{1}{2\beta}\sum_{ij} e^{\beta x_i^\top A x_j},\ A = A^\top",
                       r"P_{x_i}\Big(\sum_j e^{\beta x_i^\top A x_j} A x_j\Big)"),
