@@ -29,8 +29,8 @@ Speed: the default integrator (float64, PyTorch's attention kernel) is the refer
 and the tests compare against. For long or large runs, float32 tokens with ``FlowConfig(fused=True)`` take one
 kernel call per Euler step: where every head's Q_hᵀK_h is symmetric and there is no mask (the identity, symmetric
 and antisymmetric presets), a C kernel that computes each exponential once for the pairs (i, j) and (j, i)
-(:mod:`energylab.symmetric_flow`, compiled in about 0.5 s); otherwise one ``torch.compile``'d step
-(:mod:`energylab.fused_flow`, a few seconds to compile). :func:`fused_way` says which. Speeds and the float32
+(:mod:`energylab.kernels.sphere_symmetric`, compiled in about 0.5 s); otherwise one ``torch.compile``'d step
+(:mod:`energylab.kernels.sphere_fused`, a few seconds to compile). :func:`fused_way` says which. Speeds and the float32
 error against float64 at 1,024 tokens and 1,000 steps: ``python -m energylab.bench sphere``.
 
 Shapes: B batch, N tokens (particles), d dimension, H heads, d_h query/key width per head, S saved states.
@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from energylab import fused_flow, kernels, symmetric_flow
+from energylab import kernels
+from energylab.kernels import sphere_fused, sphere_symmetric
 from energylab._checks import (
     check_count,
     check_divides,
@@ -212,7 +213,7 @@ class FlowConfig:
     steps: int = 100  # number of steps; total time steps * step
     method: str = "euler"  # "euler" (x + h v, renormalised) or "rk4" (RK4 in R^d, renormalised)
     save_every: int = 1  # keep one state in this many steps
-    fused: bool = False  # Euler only: one kernel call per step (fused_way: symmetric_flow or fused_flow); use float32
+    fused: bool = False  # Euler only: one kernel call per step (fused_way: kernels.sphere_symmetric or sphere_fused); use float32
 
 
 @dataclass
@@ -301,7 +302,7 @@ def _fast_step(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
 
 
 def _fused_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.fused_flow` as a ``(x, w, config) -> x`` and None, or None and the error
+    """The Euler step of :mod:`energylab.kernels.sphere_fused` as a ``(x, w, config) -> x`` and None, or None and the error
     that stopped ``torch.compile`` from building it (no C++ compiler, a broken one, an unwritable cache folder).
 
     It works on tokens stored coordinates first, (B, d, N); the (B, N, d) states it returns are transposed views.
@@ -316,7 +317,7 @@ def _fused_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
         problem = kernels.cache_problem()
         if problem is not None:
             raise OSError(problem)
-        kernel = fused_flow.compiled_euler_step()
+        kernel = sphere_fused.compiled_euler_step()
         fused(x0, w, config)
     except Exception as err:  # noqa: BLE001 - any build failure: the caller falls back
         return None, f"{type(err).__name__}: {err}"
@@ -327,8 +328,8 @@ def fused_way(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> s
     """Which step ``fused=True`` takes for these tokens, weights and config (before any compiler failure).
 
     ``"symmetric"``: every head's Q_hᵀK_h is symmetric, no causal mask, CPU tokens in float32 or float64
-    (:mod:`energylab.symmetric_flow`, half the exponentials); ``"fused"``: the compiled step of
-    :mod:`energylab.fused_flow`; ``"unfused"``: the reference step, where the fused steps cannot run: SA where the
+    (:mod:`energylab.kernels.sphere_symmetric`, half the exponentials); ``"fused"``: the compiled step of
+    :mod:`energylab.kernels.sphere_fused`; ``"unfused"``: the reference step, where the fused steps cannot run: SA where the
     shift could underflow a row, a dtype other than float32/float64, a device other than CPU/CUDA, and whenever
     autograd records a graph (tokens or weights requiring grad): the fused kernels record no gradients, so
     ``fused=True`` then integrates with the reference step and gives its gradients
@@ -342,19 +343,19 @@ def _fused_route(x0: torch.Tensor, w: SphereWeights, config: FlowConfig) -> tupl
     why = kernels.unsupported("sphere-fused", x0, w.Q, w.K, w.V)
     if why is not None:
         return "unfused", why
-    if config.normalized and not fused_flow.shift_is_safe(w.Q, w.K, config.beta, x0.dtype):
+    if config.normalized and not sphere_fused.shift_is_safe(w.Q, w.K, config.beta, x0.dtype):
         return "unfused", (f"beta={config.beta:g} is too large for the fused steps' softmax shift in {x0.dtype} "
-                           "(energylab.fused_flow.shift_is_safe)")
+                           "(energylab.kernels.sphere_fused.shift_is_safe)")
     symmetric = (not config.causal and kernels.unsupported("sphere-symmetric", x0) is None
-                 and symmetric_flow.symmetric_scores(w.Q, w.K) is not None)
+                 and sphere_symmetric.symmetric_scores(w.Q, w.K) is not None)
     return ("symmetric" if symmetric else "fused"), None
 
 
 def _symmetric_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.symmetric_flow` as a ``(x, w, config) -> x`` and None (where ``fused_way``
+    """The Euler step of :mod:`energylab.kernels.sphere_symmetric` as a ``(x, w, config) -> x`` and None (where ``fused_way``
     says "symmetric"), or None and the error that stopped the C compiler from building it."""
     try:
-        one_step = symmetric_flow.stepper(x0, symmetric_flow.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K,
+        one_step = sphere_symmetric.stepper(x0, sphere_symmetric.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K,
                                           config.beta, config.step, config.normalized)
     except Exception as err:  # noqa: BLE001 - any build failure: the caller falls back
         return None, f"{type(err).__name__}: {err}"

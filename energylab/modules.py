@@ -10,10 +10,12 @@ of an ``nn.Linear`` weight (d, d) are head h's map. Each layer's test checks it 
 Fast kernels. A layer calls the checked public operator of its family whenever that costs nothing (the Hyper-SET
 feedforward layers call the operators of :mod:`energylab.forms.hyperspherical` directly: their checks are O(N d)
 against O(N² d) of work, and checks on tensor contents switch off under torch.compile and torch.func). The
-expressive, bi-softmax, sigmoid and Newton (MHA2nd1st) layers run the tiled kernels of
-:mod:`energylab.fast_attention` instead, which keep no (N, N) tensor for the backward pass (issue 19); under
-torch.func transforms, where those autograd Functions cannot go, they fall back to the composite route (the
-catalog operator, or for MHA2nd1st the row-blocked :func:`energylab.forms.newton.newton_first_order_direction`).
+expressive, bi-softmax, sigmoid and Newton (MHA2nd1st) layers hand their work to the tiled kernels of
+:mod:`energylab.kernels.attention` when :func:`energylab.kernels.enabled` says so (one switch for every layer:
+``with kernels.reference_paths():`` turns them off), which keep no (N, N) tensor for the backward pass (issue 19);
+otherwise, and under torch.func transforms, where those autograd Functions cannot go, they compute the math on the
+page: the catalog operator, or for MHA2nd1st the row-blocked
+:func:`energylab.forms.newton.newton_first_order_direction`.
 No layer imports a private name of another module.
 """
 from __future__ import annotations
@@ -24,8 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab import catalog
-from energylab import fast_attention as fa
+from energylab import catalog, kernels
+from energylab.kernels import attention as fa
 from energylab._checks import (
     check_count,
     check_dim,
@@ -34,7 +36,6 @@ from energylab._checks import (
     check_positive,
     check_same_dtype,
     check_tensor,
-    value_checks_off,
 )
 from energylab.forms import hyperspherical as hs
 from energylab.forms._common import mask_rows, merge_heads, row_blocks, split_heads
@@ -119,16 +120,10 @@ class ExpressiveAttention(_QKVAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
-        if not value_checks_off():  # CUDA: flex attention's fused kernel where it builds (fast_attention.flex_or_none)
-            y = fa.flex_or_none(q, k, v, self.causal, self.scale)
-            if y is not None:
-                return self.out(merge_heads(y))
+        if kernels.enabled():  # flex attention on CUDA, else the tiled kernel: no (N, N) tensor kept
+            return self.out(merge_heads(fa.expressive_heads(q, k, v, self.causal, self.scale)))
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
-        if value_checks_off():  # torch.func / compile: the composite route, (B, H, N, N) weights
-            return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
-        q, k, v = torch.stack([q, k, v]).flatten(1, 2)  # one copy into the kernel's (B·H, N, d_h) layout, not three
-        y = fa.expressive_attention(q, k, v, mask, self.scale)  # the tiled kernel keeps no (N, N) tensor
-        return self.out(merge_heads(y.view(x.shape[0], self.heads, x.shape[1], self.dim // self.heads)))
+        return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
 
 
 class MHA2nd1st(nn.Module):
@@ -162,7 +157,7 @@ class MHA2nd1st(nn.Module):
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         G, G_inv = self._metric()
-        if not value_checks_off():  # the tiled kernel: no (N, N) tensor kept for the backward pass
+        if kernels.enabled():  # the tiled kernel: no (N, N) tensor kept for the backward pass
             return self.out(merge_heads(self._fast(q, k, T, T_b, G, G_inv, mask)))
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
         blocks = []
@@ -178,7 +173,7 @@ class MHA2nd1st(nn.Module):
 
     @staticmethod
     def _fast(q, k, T, T_b, G, G_inv, mask):
-        """:func:`energylab.fast_attention.newton_direction` on (B·H, N, d_h), per-head T, G broadcast over B."""
+        """:func:`energylab.kernels.attention.newton_direction` on (B·H, N, d_h), per-head T, G broadcast over B."""
         per_head = lambda t: None if t is None else t.to(q.dtype).expand(q.shape[0], *t.shape).flatten(0, 1)  # noqa: E731
         y = fa.newton_direction(q.flatten(0, 1), k.flatten(0, 1), per_head(T), per_head(T_b), per_head(G),
                                 per_head(G_inv), mask)
@@ -223,11 +218,11 @@ class _HypersphericalAttention(nn.Module):
         self.beta = 1 / math.sqrt(dim // heads) if beta is None else check_positive("beta", beta, scalar=True)
         self.weight = nn.Parameter(torch.randn(heads, dim // heads, dim) / math.sqrt(dim))  # W: (H, d_h, d)
 
-    _kernel = None  # a tiled kernel of :mod:`energylab.fast_attention` on Z (B·H, N, d_h), if the form has one
+    _kernel = None  # a tiled kernel of :mod:`energylab.kernels.attention` on Z (B·H, N, d_h), if the form has one
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(x, self.dim, self.weight)
-        if self._kernel is None or value_checks_off() or (self.rms and self.eps == 0):
+        if self._kernel is None or not kernels.enabled() or (self.rms and self.eps == 0):
             return self._update(x, self.weight, self.beta, self.rms, self.eps)  # the checked catalog operator
         Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h)
         Z = hs.rms_normalize(Z, self.eps) if self.rms else Z

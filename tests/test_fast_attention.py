@@ -1,4 +1,4 @@
-"""The tiled kernels of energylab.fast_attention against autograd through the catalog's formulas.
+"""The tiled kernels of energylab.kernels.attention against autograd through the catalog's formulas.
 
 Values in float64 (to 1e-12), gradients in float64 against autograd and in float32 against the float64 ones,
 with tiles of 3 rows (so every kernel loops over several (batch, rows) tiles), and the saved memory bound.
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from energylab import fast_attention as fa
+from energylab.kernels import attention as fa
 from energylab import modules as M
 from energylab.forms import expressive as ea
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse

@@ -172,7 +172,7 @@ def test_flex_route_falls_back_to_the_tiled_kernel_once(monkeypatch):
     (the row's device list is widened to the CPU so that the route is taken here)."""
     import dataclasses
 
-    from energylab import fast_attention as fa
+    from energylab.kernels import attention as fa
     from energylab import modules as M
 
     torch.manual_seed(0)

@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab import ensemble, flows, kernels
-from energylab import fast_attention as fa
+from energylab import catalog, ensemble, flows, kernels
+from energylab.kernels import attention as fa
 from energylab.forms import expressive as ea
 from energylab.forms import hyperspherical as hs
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
@@ -219,11 +219,11 @@ def test_a_kernel_without_gradients_refuses_them_when_called_directly(name):
     gradient autograd would compute wrongly (it once passed the input's gradient through unchanged)."""
     if name != "sphere-symmetric":
         pytest.skip("the compiled fused step is only reached through flows.simulate")
-    from energylab import symmetric_flow
+    from energylab.kernels import sphere_symmetric
 
     w = flows.preset_weights("identity", 3)
     x0 = random_tokens(1, 5, 3, seed=3)
-    step = symmetric_flow.stepper(x0, symmetric_flow.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K, 1.0, 0.1, True)
+    step = sphere_symmetric.stepper(x0, sphere_symmetric.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K, 1.0, 0.1, True)
     assert step(x0.mT.contiguous()).shape == (1, 3, 5)
     with pytest.raises(RuntimeError, match="records no gradients"):
         step(x0.mT.contiguous().requires_grad_(True))
@@ -242,3 +242,32 @@ def test_unsupported_dtypes_and_devices_name_the_reason():
     with torch.no_grad():
         assert kernels.unsupported("sphere-fused", x.clone().requires_grad_(True)) is None
     assert kernels.unsupported("tiled-newton", x.clone().requires_grad_(True)) is None  # it records them
+
+
+@pytest.mark.parametrize("layer", [layer.cls for layer in catalog.LAYERS], ids=lambda c: c.__name__)
+def test_the_one_switch_gives_every_layer_its_reference_values_and_gradients(layer):
+    """``kernels.reference_paths()`` routes every catalog layer through its reference ops; the fast route it
+    replaces gives the same values and gradients in float64 (rounding only), so the switch changes speed only."""
+    import inspect
+
+    torch.manual_seed(0)
+    dim, heads = 12, 3
+    kwargs = {"causal": False} if "causal" in inspect.signature(layer).parameters else {}
+    module = (layer(dim, heads, **kwargs) if "heads" in inspect.signature(layer).parameters else layer(dim)).double()
+    x = torch.randn(2, 7, dim, dtype=torch.float64, requires_grad=True)
+
+    def run():
+        y = module(x)
+        grads = torch.autograd.grad((y * torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)).sum(),
+                                    [x, *module.parameters()])
+        return y.detach(), grads
+
+    assert kernels.enabled()
+    fast, fast_grads = run()
+    with kernels.reference_paths():
+        assert not kernels.enabled()
+        ref, ref_grads = run()
+    assert kernels.enabled()
+    assert torch.allclose(fast, ref, rtol=1e-10, atol=1e-12)
+    for a, b in zip(fast_grads, ref_grads):
+        assert torch.allclose(a, b, rtol=1e-9, atol=1e-11)

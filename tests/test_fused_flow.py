@@ -1,4 +1,4 @@
-"""The fused Euler step of the sphere flows (energylab.fused_flow, FlowConfig(fused=True)).
+"""The fused Euler step of the sphere flows (energylab.kernels.sphere_fused, FlowConfig(fused=True)).
 
 The kernel's formula is checked uncompiled in float64 against the default integrator on every preset, head count,
 flow and mask; the compiled path once, in float32 against the float64 default (the stated tolerance): compiling
@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from energylab import fused_flow
+from energylab.kernels import sphere_fused
 from energylab.flows import PRESETS, FlowConfig, SphereWeights, fused_way, preset_weights, simulate
 from energylab.sphere import random_tokens
 
@@ -30,7 +30,7 @@ def test_fused_formula_equals_the_default_step(preset, heads, normalized, causal
     cfg = FlowConfig(beta=2.5, normalized=normalized, causal=causal, step=0.1, steps=1)
     want = simulate(x0, w, cfg).x[-1]  # (B, N, d)
     beta, h = torch.tensor(2.5, dtype=torch.float64), torch.tensor(0.1, dtype=torch.float64)
-    got = fused_flow.euler_step(x0.transpose(-1, -2).contiguous(), *_weights_tensors(w), beta, h, normalized,
+    got = sphere_fused.euler_step(x0.transpose(-1, -2).contiguous(), *_weights_tensors(w), beta, h, normalized,
                                 causal).transpose(-1, -2)
     assert got.shape == want.shape
     assert (got - want).abs().max() < 1e-13
@@ -45,13 +45,13 @@ def test_fused_formula_with_general_weights_in_higher_dimension():
     x0 = random_tokens(3, 7, d, seed=6)
     want = simulate(x0, w, FlowConfig(beta=1.7, step=0.05, steps=1)).x[-1]
     one = lambda v: torch.tensor(v, dtype=torch.float64)  # noqa: E731
-    got = fused_flow.euler_step(x0.transpose(-1, -2).contiguous(), w.Q, w.K, w.V, one(1.7), one(0.05), True, False)
+    got = sphere_fused.euler_step(x0.transpose(-1, -2).contiguous(), w.Q, w.K, w.V, one(1.7), one(0.05), True, False)
     assert (got.transpose(-1, -2) - want).abs().max() < 1e-13
 
 
 def test_compiled_fused_flow_float32_matches_float64():
     x64 = random_tokens(1, 64, 3, seed=7)
-    w64 = preset_weights("random", 3)  # Q_hᵀK_h not symmetric: the compiled step, not energylab.symmetric_flow
+    w64 = preset_weights("random", 3)  # Q_hᵀK_h not symmetric: the compiled step, not energylab.kernels.sphere_symmetric
     base = FlowConfig(beta=2.0, step=0.05, steps=200, save_every=50)
     w32 = w64.to(x64.float())  # the same weights rounded (the preset draws other numbers in float32)
     assert fused_way(x64.float(), w32, FlowConfig(**{**base.__dict__, "fused": True})) == "fused"
@@ -69,9 +69,9 @@ def test_compiled_fused_flow_float32_matches_float64():
 
 def test_shift_safety_bound_and_fallback():
     w = preset_weights("identity", 3, dtype=torch.float32)
-    assert fused_flow.shift_is_safe(w.Q, w.K, 39.0, torch.float32)
-    assert not fused_flow.shift_is_safe(w.Q, w.K, 40.0, torch.float32)
-    assert fused_flow.shift_is_safe(w.Q, w.K, 300.0, torch.float64)
+    assert sphere_fused.shift_is_safe(w.Q, w.K, 39.0, torch.float32)
+    assert not sphere_fused.shift_is_safe(w.Q, w.K, 40.0, torch.float32)
+    assert sphere_fused.shift_is_safe(w.Q, w.K, 300.0, torch.float64)
     # beyond the bound SA takes the unfused step: the same numbers as fused=False, without compiling anything
     x0 = random_tokens(1, 9, 3, seed=8, dtype=torch.float32)
     cfg = FlowConfig(beta=60.0, step=0.01, steps=5)

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from energylab import fast_attention as fa
+from energylab.kernels import attention as fa
 from energylab import modules as M
 from energylab.forms import _common as cm
 from energylab.forms import expressive as ea

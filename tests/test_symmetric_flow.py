@@ -1,4 +1,4 @@
-"""The symmetric fast path of FlowConfig(fused=True) (energylab.symmetric_flow): which step runs, and its numbers.
+"""The symmetric fast path of FlowConfig(fused=True) (energylab.kernels.sphere_symmetric): which step runs, and its numbers.
 
 In float64 the C kernel must reproduce the default integrator to rounding, for every preset whose Q_hᵀK_h is
 symmetric, one and three heads, SA and USA, token counts that are not multiples of the unrolled block; in float32
@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from energylab import symmetric_flow
+from energylab.kernels import sphere_symmetric
 from energylab.flows import FlowConfig, SphereWeights, fused_way, preset_weights, simulate
 from energylab.sphere import random_tokens
 
@@ -43,7 +43,7 @@ def test_symmetric_path_equals_the_default_integrator_in_float64(preset, heads, 
 
 
 def test_symmetric_path_across_the_column_chunks_and_in_higher_dimension():
-    x0 = random_tokens(1, symmetric_flow.CHUNK + 45, 3, seed=1)  # two chunks of columns, a partial block of rows
+    x0 = random_tokens(1, sphere_symmetric.CHUNK + 45, 3, seed=1)  # two chunks of columns, a partial block of rows
     w = preset_weights("symmetric", 3, seed=2)
     cfg = FlowConfig(beta=1.5, step=0.05, steps=2)
     assert (_run_fused(x0, w, cfg).x - simulate(x0, w, cfg).x).abs().max() < 1e-13
@@ -69,9 +69,9 @@ def test_the_precondition_check_chooses_the_step():
                                                                    fused=True)) == "symmetric"
     w = preset_weights("identity", 3)
     tilted = SphereWeights(w.Q, w.K + 1e-6 * torch.tensor([[[0.0, 1, 0], [0, 0, 0], [0, 0, 0]]]), w.V)
-    assert symmetric_flow.symmetric_scores(tilted.Q, tilted.K) is None  # 1e-6 is far above float64 rounding
+    assert sphere_symmetric.symmetric_scores(tilted.Q, tilted.K) is None  # 1e-6 is far above float64 rounding
     assert fused_way(x0, tilted, sa) == "fused"
-    assert symmetric_flow.symmetric_scores(tilted.Q.float(), tilted.K.float()) is not None  # below float32's
+    assert sphere_symmetric.symmetric_scores(tilted.Q.float(), tilted.K.float()) is not None  # below float32's
 
 
 def test_causal_and_unsymmetric_weights_still_take_the_exact_fused_formula():
@@ -117,13 +117,13 @@ def test_without_a_compiler_the_fused_step_is_used(monkeypatch):
     x0 = random_tokens(1, 10, 3, seed=10)
     w = preset_weights("identity", 3)
     cfg = FlowConfig(beta=1.0, step=0.1, steps=2, fused=True)
-    monkeypatch.setattr(symmetric_flow, "compiler", lambda: None)
-    symmetric_flow.library.cache_clear()
+    monkeypatch.setattr(sphere_symmetric, "compiler", lambda: None)
+    sphere_symmetric.library.cache_clear()
     try:
         with pytest.warns(UserWarning, match="symmetric sphere step could not be built"):
             got = simulate(x0, w, cfg).x
     finally:
-        symmetric_flow.library.cache_clear()
+        sphere_symmetric.library.cache_clear()
     want = simulate(x0, w, FlowConfig(**{**cfg.__dict__, "fused": False})).x
     assert (got - want).abs().max() < 1e-13
 

@@ -9,7 +9,7 @@ units of one (B, H, N, N) float tensor, so the O(B·H·N²) + O(B·N·d) budget 
 
 On CPU everything runs on one thread and is timed in CPU seconds of this process (``time.process_time``), so that
 other processes on a shared machine stay out of the ratios (on CUDA: wall time after synchronising). On two
-threads of a shared two-core machine (load about 3.5), the tiled kernels of :mod:`energylab.fast_attention`
+threads of a shared two-core machine (load about 3.5), the tiled kernels of :mod:`energylab.kernels.attention`
 (hundreds of small parallel regions per call, each waiting for a descheduled thread) had medians of 20-30× SDPA's
 (a single region) while their minima stayed at 1.5-3× (run of 2026-11-23, 19:00 UTC): a measurement of the load,
 not of the kernels.

@@ -2,9 +2,9 @@
 
 Speed: 1,024 tokens in d = 3 for 1,000 Euler steps of SA and USA on one thread, four ways: the default float64
 integrator (the reference of every ratio, measured in the same run), the same integrator in float32, float32 with
-``FlowConfig(fused=True)`` (here, Q = K = V = I, the symmetric kernel of :mod:`energylab.symmetric_flow`: each
+``FlowConfig(fused=True)`` (here, Q = K = V = I, the symmetric kernel of :mod:`energylab.kernels.sphere_symmetric`: each
 exponential serves the pairs (i, j) and (j, i)), and float32 through the ``torch.compile``'d step of
-:mod:`energylab.fused_flow` that ``fused=True`` takes when Q_hᵀK_h is not symmetric or the mask is causal (called
+:mod:`energylab.kernels.sphere_fused` that ``fused=True`` takes when Q_hᵀK_h is not symmetric or the mask is causal (called
 in a loop like ``simulate`` does). Times are CPU seconds of this process (``time.process_time``, one thread), the
 median of ``repeats`` runs taken in alternation: on a shared machine wall time swings with other processes' load.
 The build time of each kernel (C compiler, or ``torch.compile``) is reported apart (it is paid once per shape and
@@ -23,7 +23,7 @@ import plotly.io
 import torch
 import torch.nn.functional as F
 
-from energylab import fused_flow
+from energylab.kernels import sphere_fused
 from energylab.bench import cpu_times
 from energylab.flows import FlowConfig, fused_way, preset_weights, simulate, simulate_preset
 from energylab.sphere import random_tokens
@@ -53,7 +53,7 @@ def run(quick: bool) -> list[dict]:
         t0 = time.perf_counter()
         simulate(x32, w32, FlowConfig(beta=1.0, normalized=normalized, step=0.01, steps=1, fused=True))
         compile_s = {"float32 fused": time.perf_counter() - t0}
-        kernel, beta_t, h_t = fused_flow.compiled_euler_step(), torch.tensor(1.0), torch.tensor(0.01)
+        kernel, beta_t, h_t = sphere_fused.compiled_euler_step(), torch.tensor(1.0), torch.tensor(0.01)
 
         def compiled():  # the unsymmetric fused step, one call per step as simulate makes them
             xt = x32.transpose(-1, -2).contiguous()

@@ -5,7 +5,7 @@ has a free energy F_EA; its gradient is not the EA layer (the gradient carries a
 weights of raw scores, the potentials, F_EA and −∇F_EA, one EA step, the sampler and the ``register`` call.
 
 The EA layer (:class:`energylab.modules.ExpressiveAttention`) runs the tiled kernel
-:func:`energylab.fast_attention.expressive_attention`, which gives the numbers of
+:func:`energylab.kernels.attention.expressive_attention`, which gives the numbers of
 ``expressive_weights(q @ k.mT, mask) @ v`` without keeping the (M, N) weights.
 
 Shapes (book/notation.md): z (..., d), H (N, d), W (d, d); scores (..., M, N).

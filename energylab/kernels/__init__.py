@@ -22,6 +22,7 @@ its case there.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import warnings
@@ -29,10 +30,36 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["FastPathWarning", "FastPath", "FAST_PATHS", "records_grad", "unsupported", "fall_back",
-           "cache_problem"]
+from energylab._checks import value_checks_off
+
+__all__ = ["FastPathWarning", "FastPath", "FAST_PATHS", "enabled", "reference_paths", "records_grad",
+           "unsupported", "fall_back", "cache_problem"]
 
 _F32, _F64 = torch.float32, torch.float64
+
+
+# ----------------------------------------------------------------------------- the one switch
+_switched_on = True
+
+
+def enabled() -> bool:
+    """Whether the layers of :mod:`energylab.modules` and :mod:`energylab.models` take their fast paths now: the
+    switch is on (see :func:`reference_paths`) and no torch.func transform (the vmapped seed ensemble) or
+    torch.compile trace is running, where a custom ``autograd.Function`` cannot go and the layers' reference
+    ops are what gets transformed. The sphere flows take theirs only when asked, by ``FlowConfig(fused=True)``."""
+    return _switched_on and not value_checks_off()
+
+
+@contextlib.contextmanager
+def reference_paths():
+    """Inside the block every layer computes through its reference path: the catalog operator's plain PyTorch ops,
+    the math the chapters derive (to read it, profile it, or compare a fast path with it)."""
+    global _switched_on
+    previous, _switched_on = _switched_on, False
+    try:
+        yield
+    finally:
+        _switched_on = previous
 
 
 class FastPathWarning(UserWarning):
@@ -56,25 +83,25 @@ class FastPath:
 
 
 FAST_PATHS: dict[str, FastPath] = {
-    "sphere-symmetric": FastPath("energylab.symmetric_flow (ctypes C kernel, writes its output in place)",
+    "sphere-symmetric": FastPath("energylab.kernels.sphere_symmetric (ctypes C kernel, writes its output in place)",
                                  "flows.simulate(fused=False)", grad="reference", dtypes=(_F32, _F64),
                                  devices=("cpu",)),
-    "sphere-fused": FastPath("energylab.fused_flow.compiled_euler_step (torch.compile)",
+    "sphere-fused": FastPath("energylab.kernels.sphere_fused.compiled_euler_step (torch.compile)",
                              "flows.simulate(fused=False)", grad="reference", dtypes=(_F32, _F64),
                              devices=("cpu", "cuda")),
-    "tiled-expressive": FastPath("energylab.fast_attention.expressive_attention",
+    "tiled-expressive": FastPath("energylab.kernels.attention.expressive_attention",
                                  "forms.expressive.expressive_weights(s) @ v", grad="autograd"),
-    "tiled-bisoftmax": FastPath("energylab.fast_attention.bisoftmax_attention",
+    "tiled-bisoftmax": FastPath("energylab.kernels.attention.bisoftmax_attention",
                                 "forms.hyperspherical.hyperset_attention_update", grad="autograd"),
     "one-exp-bisoftmax": FastPath("energylab.kernels.hyperset_layer.bisoftmax_one_exp (HyperSETLayer)",
                                   "forms.hyperspherical.hyperset_attention_update", grad="autograd"),
     "fused-relu-feedforward": FastPath("energylab.kernels.hyperset_layer.relu_sphere_feedforward (HyperSETLayer)",
                                        "forms.hyperspherical.hyperset_feedforward_update", grad="autograd"),
-    "tiled-sigmoid": FastPath("energylab.fast_attention.sigmoid_attention",
+    "tiled-sigmoid": FastPath("energylab.kernels.attention.sigmoid_attention",
                               "forms.hyperspherical.sigmoid_attention_update", grad="autograd"),
-    "tiled-newton": FastPath("energylab.fast_attention.newton_direction",
+    "tiled-newton": FastPath("energylab.kernels.attention.newton_direction",
                              "forms.newton.newton_first_order_direction", grad="autograd"),
-    "flex-expressive": FastPath("energylab.fast_attention.flex_expressive_attention (torch.compile, CUDA)",
+    "flex-expressive": FastPath("energylab.kernels.attention.flex_expressive_attention (torch.compile, CUDA)",
                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd", devices=("cuda",),
                                 dtypes=(torch.float16, torch.bfloat16, _F32),  # flex's kernels; float64: tiled
                                 tolerance={_F32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}),

@@ -41,7 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab._checks import check_divides, value_checks_off
+from energylab import kernels
+from energylab._checks import check_divides
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
     hyperset_attention_energy,
@@ -166,7 +167,7 @@ class HyperSETLayer(nn.Module):
         if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
             pq = torch.sigmoid(q)
             y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
-        elif self.attention == "bisoftmax" and self.gains is None and not value_checks_off():
+        elif self.attention == "bisoftmax" and self.gains is None and kernels.enabled():
             # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
             y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
         else:
@@ -185,7 +186,7 @@ class HyperSETLayer(nn.Module):
     def feedforward_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
         """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d)."""
         _, D = self.weights(t)
-        if self.feedforward == "relu" and self.ff_gain is None and not value_checks_off():
+        if self.feedforward == "relu" and self.ff_gain is None and kernels.enabled():
             return hk.relu_sphere_feedforward(x, D, self.eps)  # fast path "fused-relu-feedforward"
         h = _rms(x @ D, self.ff_gain, self.eps)  # (B, N, M)
         if self.feedforward == "relu":

@@ -25,8 +25,8 @@ import torch
 
 from energylab import kernels
 
-__all__ = ["tiles", "expressive_attention", "bisoftmax_attention", "sigmoid_attention", "newton_direction",
-           "flex_expressive_attention", "flex_or_none"]
+__all__ = ["tiles", "expressive_heads", "expressive_attention", "bisoftmax_attention", "sigmoid_attention",
+           "newton_direction", "flex_expressive_attention", "flex_or_none"]
 
 TILE = 2**18  # elements of one score tile (1 MiB of float32: a few buffers fit the 2 MiB L2), timed on 2-core EPYC
 MIN_ROWS = 16  # the fewest query rows per tile (fewer make the matrix products inefficient)
@@ -364,3 +364,15 @@ def flex_or_none(q, k, v, causal: bool, scale: float):
         _FLEX_FAILED.append(f"{type(err).__name__}: {err}")
         kernels.fall_back("flex-expressive", f"it could not be built ({_FLEX_FAILED[0]})", instead="tiled-expressive")
         return None
+
+
+def expressive_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    """Expressive attention on (B, H, N, d_h) heads, the fast way: flex attention on CUDA where it builds
+    (:func:`flex_or_none`), else the tiled kernel (:func:`expressive_attention`). Returns (B, H, N, d_h)."""
+    y = flex_or_none(q, k, v, causal, scale)
+    if y is not None:
+        return y
+    B, H, N, d_h = q.shape
+    mask = torch.ones(N, N, dtype=torch.bool, device=q.device).tril() if causal else None
+    q, k, v = torch.stack([q, k, v]).flatten(1, 2)  # one copy into the kernel's (B·H, N, d_h) layout, not three
+    return expressive_attention(q, k, v, mask, scale).view(B, H, N, d_h)
