@@ -121,6 +121,17 @@ PROFILES = {
                             replace_seeds(FULL_RUNS[7], 8),
                             replace_seeds(dataclasses.replace(FULL_RUNS[8], epochs=2000), 8)),
                       eval_every=100, n_eval_series=50, n_final_series=500, progress=False),
+    # Why N16T2 learns slowly here (issue 31): at d = 16 the loss averaged over the d outputs gives 1/16 of the
+    # summed loss's gradient (at N2T5 the factor was 2). The paper's N_con 16 and 32 at its 2000 epochs, 8 seeds,
+    # with the loss summed over d (alone, without clipping, with LayerNorm gain and shift); about 15 min of a core.
+    "n16t2-causes": Config(runs=tuple(
+        replace_seeds(dataclasses.replace(run, name=run.name + label, epochs=2000,
+                                          overrides=tuple(changes.items())), 8)
+        for run, label, changes in ((FULL_RUNS[0], "+sum", {"loss_sum": True}),
+                                    (FULL_RUNS[0], "+sum+noclip", {"loss_sum": True, "grad_clip": None}),
+                                    (FULL_RUNS[0], "+sum+affine", {"loss_sum": True, "affine": True}),
+                                    (FULL_RUNS[1], "+sum", {"loss_sum": True}))),
+        eval_every=100, n_eval_series=50, n_final_series=500, progress=False),
     "full": Config(runs=FULL_RUNS),
 }
 COST = {"quick": "about 30 s on one CPU thread",
@@ -128,6 +139,7 @@ COST = {"quick": "about 30 s on one CPU thread",
         "medium-n16t2": "about 12 min of one CPU core (the wall time under load is in results/nt/medium-n16t2.json)",
         "long-n16t2": "about 35 min of one CPU core (N16T2 at N_con 16 and 32, 8 seeds, 10,000 and 6,000 epochs)",
         "figures": "about 60 min of one CPU core (N_con 52, N16T5-64, the NT + NT-S mixture, NT-R-64; 8 seeds)",
+        "n16t2-causes": "about 15 min of one CPU core (N16T2 at N_con 16 and 32, the loss summed over d, 8 seeds)",
         "full": "hours on a GPU (10 tasks x 2 attentions x 16 seeds, up to 5000 epochs at N_con 256)"}
 
 
