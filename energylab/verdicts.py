@@ -2,7 +2,7 @@
 depths, without a threshold picked after seeing the data. The chapters and their tests call the same functions."""
 from __future__ import annotations
 
-__all__ = ["compare", "scaling", "trend"]
+__all__ = ["compare", "scaling", "trend", "seed_curves", "first_reaching"]
 
 
 def compare(a: list[float], b: list[float]) -> str:
@@ -33,3 +33,22 @@ def trend(values: list[float]) -> str:
     if all(s > 0 for s in steps):
         return "rises"
     return "mixed"
+
+
+def seed_curves(results, prefix: str, name: str):
+    """Steps and the (seeds, evaluations) float64 tensor of curve ``name`` of every history of ``results`` whose
+    label starts with ``prefix`` + "seed" (the experiments label them ``<run>/seed<s>``)."""
+    import torch
+
+    histories = [h for label, h in results.histories.items() if label.startswith(prefix + "seed")]
+    if not histories:
+        raise KeyError(f"no histories labelled {prefix}seed... (labels: {sorted(results.histories)[:4]} ...)")
+    steps = histories[0].steps[name]
+    if any(h.steps[name] != steps for h in histories):
+        raise ValueError(f"curve {name!r} was evaluated at different steps across the seeds of {prefix!r}")
+    return steps, torch.tensor([h.curves[name] for h in histories], dtype=torch.float64)
+
+
+def first_reaching(steps: list[int], values, level: float) -> int | None:
+    """The first step at which ``values`` (one per step, e.g. a seed mean) reaches ``level``; None if never."""
+    return next((step for step, v in zip(steps, values) if float(v) >= level), None)

@@ -77,8 +77,10 @@ FULL_RUNS = (
 )
 
 # The loss as the paper's protocol most likely had it (the n16t2-causes runs): squared error summed over the d
-# outputs (at d = 16, 16 times the averaged loss's gradient) and no gradient clipping.
-_PAPER_LOSS = (("loss_sum", True), ("grad_clip", None))
+# outputs (at d = 16, 16 times the averaged loss's gradient). The paper clips nothing; unclipped, one seed of
+# N16T2-32 blew up at epoch 66, so the gradient norm is clipped at 10, a guard that leaves N16T2-16's seed-mean
+# curves within 0.025 of the unclipped ones over the first 400 epochs (measured).
+_PAPER_LOSS = (("loss_sum", True), ("grad_clip", 10.0))
 
 
 def replace_seeds(run: NTRun, seeds: int) -> NTRun:
@@ -118,7 +120,7 @@ PROFILES = {
                                replace_seeds(dataclasses.replace(FULL_RUNS[1], epochs=6_000), 8)),
                          eval_every=250, n_eval_series=50, n_final_series=500, progress=False),
     # The paper's N16T2-N16T5 figures that fit about an hour of one core, 8 seeds, under the protocol the
-    # n16t2-causes runs point to (the squared error summed over the d outputs, no clipping): N_con 32 (Fig. 3 left,
+    # n16t2-causes runs point to (the squared error summed over the d outputs, clipping only as a guard): N_con 32 (Fig. 3 left,
     # the plateau) and 52 (Fig. 3 right, where EA should reach 100% and DPA not), N16T5 at N_con 64 (Fig. 5 uses
     # 128: a reduced context), the NT + NT-S mixture at the paper's 5000 epochs (Fig. 6) and NT-R at N_con 64
     # (Fig. 7), at 2000 of the paper's 4000 epochs.
@@ -146,7 +148,7 @@ COST = {"quick": "about 30 s on one CPU thread",
         "medium-n16t2": "about 12 min of one CPU core (the wall time under load is in results/nt/medium-n16t2.json)",
         "long-n16t2": "about 35 min of one CPU core (N16T2 at N_con 16 and 32, 8 seeds, 10,000 and 6,000 epochs)",
         "figures": "about 60 min of one CPU core (N16T2 at N_con 32 and 52, N16T5-64, the NT + NT-S mixture, NT-R-64; "
-                   "8 seeds, the loss summed over d, no clipping)",
+                   "8 seeds, the loss summed over d, clipped at 10 only)",
         "n16t2-causes": "about 15 min of one CPU core (N16T2 at N_con 16 and 32, the loss summed over d, 8 seeds)",
         "full": "hours on a GPU (10 tasks x 2 attentions x 16 seeds, up to 5000 epochs at N_con 256)"}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from energylab import verdicts
 from energylab.results import Results
 
 MECHANISMS = ("DPA", "EA")
@@ -21,10 +22,7 @@ def finals(results: Results) -> dict[str, dict]:
 
 def seed_curves(results: Results, task: str, mechanism: str, name: str = "eval/acc") -> tuple[list[int], torch.Tensor]:
     """Epochs and the (seeds, evaluations) float64 tensor of curve ``name`` of one task and mechanism."""
-    histories = [h for label, h in results.histories.items() if label.startswith(f"{task}/{mechanism}/seed")]
-    if not histories:
-        raise KeyError(f"no histories of {task}/{mechanism} in this run (tasks: {sorted(finals(results))})")
-    return histories[0].steps[name], torch.tensor([h.curves[name] for h in histories], dtype=torch.float64)
+    return verdicts.seed_curves(results, f"{task}/{mechanism}/", name)
 
 
 def seed_mean(results: Results, task: str, mechanism: str, name: str = "eval/acc") -> dict[int, float]:
@@ -35,7 +33,8 @@ def seed_mean(results: Results, task: str, mechanism: str, name: str = "eval/acc
 
 def first_epoch(results: Results, task: str, mechanism: str, level: float, name: str = "eval/acc") -> int | None:
     """The first evaluated epoch at which the seed mean reaches ``level`` (None: never)."""
-    return next((epoch for epoch, m in seed_mean(results, task, mechanism, name).items() if m >= level), None)
+    steps, curves = seed_curves(results, task, mechanism, name)
+    return verdicts.first_reaching(steps, curves.mean(0), level)
 
 
 def gain(results: Results, task: str, mechanism: str, start: int, end: int) -> float:
@@ -44,17 +43,22 @@ def gain(results: Results, task: str, mechanism: str, start: int, end: int) -> f
     return mean[end] - mean[start]
 
 
-def ahead(results: Results, task: str, first: str, second: str, epoch: int | None = None) -> bool:
-    """Whether every seed of ``first`` beats every seed of ``second`` (final accuracy, or the held-out accuracy at
-    ``epoch``): the book's test for "ahead", which a different draw of 8 seeds could not easily overturn."""
-    if epoch is None:
-        rows = finals(results)
-        return rows[f"{task}/{first}"]["acc_min"] > rows[f"{task}/{second}"]["acc_max"]
+def compare(results: Results, task: str, epoch: int | None = None) -> str:
+    """EA against DPA, seed by seed (:func:`energylab.verdicts.compare`: "ahead", "behind" or "not separated"), on
+    the final accuracies or on the held-out accuracy at ``epoch``."""
     values = {}
-    for m in (first, second):
-        steps, curves = seed_curves(results, task, m)
-        values[m] = curves[:, steps.index(epoch)]
-    return bool(values[first].min() > values[second].max())
+    for m in MECHANISMS:
+        if epoch is None:
+            values[m] = [float(v) for v in _final_accuracies(results, task, m)]
+        else:
+            steps, curves = seed_curves(results, task, m)
+            values[m] = curves[:, steps.index(epoch)].tolist()
+    return verdicts.compare(values["EA"], values["DPA"])
 
 
-__all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "ahead"]
+def _final_accuracies(results: Results, task: str, mechanism: str) -> list[float]:
+    _, curves = seed_curves(results, task, mechanism)
+    return curves[:, -1].tolist()  # the last held-out evaluation of every seed
+
+
+__all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare"]
