@@ -51,4 +51,30 @@ def compare(results: Results, first: str, second: str, name: str = "eval/exact",
     return verdicts.compare(*values)
 
 
-__all__ = ["seed_curves", "first_step", "finals", "compare"]
+def long_claims(long: Results) -> dict[str, bool]:
+    """Section 4.8: the medium cell (L = 6, d = 32, attention alone, 3 seeds) trained 9,600 steps on 51,200
+    samples: ``results/lis/long.json``. MHA2nd1st-only against MHA-only, the paper's sharpest comparison."""
+    mha, newton = "MHA-only", "MHA2nd1st-only"
+    length, _ = _cell(long)
+    base = long.extra["baselines"][str(length)]
+    steps, _ = seed_curves(long, mha)
+    params = {row["variant"]: row["attention_params_per_layer"] for row in long.tables["grid"]}
+    return {
+        "MHA-only passes 50% exact match (seed mean) within the run":
+            first_step(long, mha, 0.5) is not None,
+        "MHA2nd1st-only reaches 50% and 80% exact match at the same evaluation as MHA-only, not earlier":
+            all(first_step(long, newton, level) == first_step(long, mha, level) for level in (0.5, 0.8)),
+        "from step 1,600 on, no evaluation separates the two (exact match or answer): every seed range overlaps":
+            all(compare(long, newton, mha, name, step) == "not separated"
+                for name in ("eval/exact", "eval/answer_greedy") for step in steps if step >= 1600),
+        "the final exact match and answer are not separated either":
+            all(compare(long, newton, mha, name) == "not separated" for name in ("eval/exact", "eval/answer_greedy")),
+        "both end at least 10 times the input-blind exact match and 3 times its answer accuracy":
+            all(min(finals(long, v)) >= 10 * base["trace"] and min(finals(long, v, "eval/answer_greedy"))
+                >= 3 * base["answer"] for v in (mha, newton)),
+        "MHA2nd1st-only does it with about a quarter fewer attention parameters":
+            0.7 < params[newton] / params[mha] < 0.8,
+    }
+
+
+__all__ = ["seed_curves", "first_step", "finals", "compare", "long_claims"]

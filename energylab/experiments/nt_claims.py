@@ -61,4 +61,41 @@ def _final_accuracies(results: Results, task: str, mechanism: str) -> list[float
     return curves[:, -1].tolist()  # the last held-out evaluation of every seed
 
 
-__all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare"]
+def long_claims(long: Results) -> dict[str, bool]:
+    """Section 5.8: N16T2 at 5x (N_con 16) and 3x (N_con 32) the paper's epochs, in the chapter's convention (the
+    loss averaged over d, clipped at 1): ``results/nt/long-n16t2.json``."""
+    rows = finals(long)
+    return {
+        "N16T2-16, 10,000 epochs: no seed of either mechanism solves it":
+            rows["N16T2-16/DPA"]["solved"] == rows["N16T2-16/EA"]["solved"] == 0,
+        "N16T2-16: both seed means still gain at least 0.02 over the last 2,000 epochs (no plateau, slow)":
+            all(gain(long, "N16T2-16", m, 8000, 10000) >= 0.02 for m in MECHANISMS),
+        "N16T2-16: EA and DPA not separated at the end (seed ranges overlap)":
+            compare(long, "N16T2-16") == "not separated",
+        "N16T2-32, 6,000 epochs: neither solves it, and every DPA seed ends above every EA seed":
+            rows["N16T2-32/DPA"]["solved"] == rows["N16T2-32/EA"]["solved"] == 0
+            and compare(long, "N16T2-32") == "behind",
+    }
+
+
+def causes_claims(causes: Results) -> dict[str, bool]:
+    """Section 5.8: N16T2 at the paper's 2000 epochs with the loss summed over d (16 times the averaged loss's
+    gradient), with and without the clip: ``results/nt/n16t2-causes.json``."""
+    rows = finals(causes)
+    free = "N16T2-16+sum+noclip"
+    first = first_epoch(causes, free, "EA", 0.99)
+    return {
+        "summed and unclipped: every EA seed solves N16T2-16 within the paper's 2000 epochs":
+            rows[f"{free}/EA"]["solved"] == 8 and first is not None and first <= 2000,
+        "summed and unclipped: no DPA seed solves it, and every EA seed ends above every DPA seed":
+            rows[f"{free}/DPA"]["solved"] == 0 and compare(causes, free) == "ahead",
+        "summed but clipped at 1: no seed of either passes 0.75 (the clip discards the larger gradient)":
+            max(rows[f"N16T2-16+sum/{m}"]["acc_max"] for m in MECHANISMS) < 0.75,
+        "LayerNorm gain and shift do not rescue the clipped run: no seed passes 0.8":
+            max(rows[f"N16T2-16+sum+affine/{m}"]["acc_max"] for m in MECHANISMS) < 0.8,
+        "N16T2-32, summed and clipped: no plateau near 0.55, both seed means pass 0.7 in 2000 epochs":
+            min(rows[f"N16T2-32+sum/{m}"]["acc_mean"] for m in MECHANISMS) > 0.7,
+    }
+
+
+__all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare", "long_claims", "causes_claims"]
