@@ -25,7 +25,7 @@ import re
 
 import torch
 
-from energylab import catalog, committed, modules
+from energylab import catalog, committed, modules  # noqa: F401 - importing modules registers the layers
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
 from energylab.models import count_parameters

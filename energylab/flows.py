@@ -46,7 +46,6 @@ import torch
 import torch.nn.functional as F
 
 from energylab import kernels
-from energylab.kernels import sphere_fused, sphere_symmetric
 from energylab._checks import (
     check_count,
     check_divides,
@@ -57,6 +56,7 @@ from energylab._checks import (
     check_tensor,
 )
 from energylab.forms.sphere import sphere_interaction_energy
+from energylab.kernels import sphere_fused, sphere_symmetric
 from energylab.sphere import normalize, random_tokens, unit_tangent_projection
 
 UNIT_TOL = 1e-5  # how far from norm 1 an initial token may be (float32 round-off is ~1e-7)
@@ -213,7 +213,7 @@ class FlowConfig:
     steps: int = 100  # number of steps; total time steps * step
     method: str = "euler"  # "euler" (x + h v, renormalised) or "rk4" (RK4 in R^d, renormalised)
     save_every: int = 1  # keep one state in this many steps
-    fused: bool = False  # Euler only: one kernel call per step (fused_way: kernels.sphere_symmetric or sphere_fused); use float32
+    fused: bool = False  # Euler only: one kernel call per step (fused_way: kernels.sphere_*); use float32
 
 
 @dataclass
@@ -302,8 +302,9 @@ def _fast_step(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
 
 
 def _fused_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.kernels.sphere_fused` as a ``(x, w, config) -> x`` and None, or None and the error
-    that stopped ``torch.compile`` from building it (no C++ compiler, a broken one, an unwritable cache folder).
+    """The Euler step of :mod:`energylab.kernels.sphere_fused` as a ``(x, w, config) -> x`` and None, or None and
+    the error that stopped ``torch.compile`` from building it (no C++ compiler, a broken one, an unwritable cache
+    folder).
 
     It works on tokens stored coordinates first, (B, d, N); the (B, N, d) states it returns are transposed views.
     """
@@ -329,9 +330,9 @@ def fused_way(x0: torch.Tensor, weights: SphereWeights, config: FlowConfig) -> s
 
     ``"symmetric"``: every head's Q_hᵀK_h is symmetric, no causal mask, CPU tokens in float32 or float64
     (:mod:`energylab.kernels.sphere_symmetric`, half the exponentials); ``"fused"``: the compiled step of
-    :mod:`energylab.kernels.sphere_fused`; ``"unfused"``: the reference step, where the fused steps cannot run: SA where the
-    shift could underflow a row, a dtype other than float32/float64, a device other than CPU/CUDA, and whenever
-    autograd records a graph (tokens or weights requiring grad): the fused kernels record no gradients, so
+    :mod:`energylab.kernels.sphere_fused`; ``"unfused"``: the reference step, where the fused steps cannot run: SA
+    where the shift could underflow a row, a dtype other than float32/float64, a device other than CPU/CUDA, and
+    whenever autograd records a graph (tokens or weights requiring grad): the fused kernels record no gradients, so
     ``fused=True`` then integrates with the reference step and gives its gradients
     (:data:`energylab.kernels.FAST_PATHS`).
     """
@@ -352,8 +353,8 @@ def _fused_route(x0: torch.Tensor, w: SphereWeights, config: FlowConfig) -> tupl
 
 
 def _symmetric_stepper(x0: torch.Tensor, w: SphereWeights, config: FlowConfig):
-    """The Euler step of :mod:`energylab.kernels.sphere_symmetric` as a ``(x, w, config) -> x`` and None (where ``fused_way``
-    says "symmetric"), or None and the error that stopped the C compiler from building it."""
+    """The Euler step of :mod:`energylab.kernels.sphere_symmetric` as a ``(x, w, config) -> x`` and None (where
+    ``fused_way`` says "symmetric"), or None and the error that stopped the C compiler from building it."""
     try:
         one_step = sphere_symmetric.stepper(x0, sphere_symmetric.symmetric_scores(w.Q, w.K), w.V, w.Q, w.K,
                                           config.beta, config.step, config.normalized)

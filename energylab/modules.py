@@ -27,7 +27,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import catalog, kernels
-from energylab.kernels import attention as fa
 from energylab._checks import (
     check_count,
     check_dim,
@@ -41,6 +40,7 @@ from energylab.forms import hyperspherical as hs
 from energylab.forms._common import mask_rows, merge_heads, row_blocks, split_heads
 from energylab.forms.expressive import expressive_weights
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
+from energylab.kernels import attention as fa
 
 __all__ = [
     "MultiHeadAttention",

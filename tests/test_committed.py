@@ -23,7 +23,8 @@ def test_commit_and_load_round_trip(tmp_path):
     assert prov["machine"]["cores"] == os.cpu_count() and "torch" in prov["machine"]
     assert prov["commit"] is None or len(prov["commit"]) == 40  # this repository's HEAD (None outside git)
     line = committed.describe_provenance(prov)
-    assert line.startswith(f"run {prov['date'][:10]} on ") and line.endswith(", 1.0 min, pinned numerics")  # conftest pins pytest
+    assert line.startswith(f"run {prov['date'][:10]} on ")
+    assert line.endswith(", 1.0 min, pinned numerics")  # conftest pins pytest's own numerics
 
 
 def test_bad_names_and_missing_files_are_clear(tmp_path):

@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from energylab.kernels import attention as fa
 from energylab import modules as M
 from energylab.forms import expressive as ea
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
+from energylab.kernels import attention as fa
 
 BH, N, DH = 6, 11, 5
 F64 = torch.float64

@@ -172,8 +172,8 @@ def test_flex_route_falls_back_to_the_tiled_kernel_once(monkeypatch):
     (the row's device list is widened to the CPU so that the route is taken here)."""
     import dataclasses
 
-    from energylab.kernels import attention as fa
     from energylab import modules as M
+    from energylab.kernels import attention as fa
 
     torch.manual_seed(0)
     layer, x = M.ExpressiveAttention(6, 2, causal=True), torch.randn(2, 5, 6)

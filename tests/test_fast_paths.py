@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import catalog, ensemble, flows, kernels
-from energylab.kernels import attention as fa
 from energylab.forms import expressive as ea
 from energylab.forms import hyperspherical as hs
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
+from energylab.kernels import attention as fa
 from energylab.kernels import hyperset_layer as hk
 from energylab.sphere import random_tokens
 

@@ -9,8 +9,8 @@ import warnings
 import pytest
 import torch
 
-from energylab.kernels import sphere_fused
 from energylab.flows import PRESETS, FlowConfig, SphereWeights, fused_way, preset_weights, simulate
+from energylab.kernels import sphere_fused
 from energylab.sphere import random_tokens
 
 FLOAT32_TOL = 1e-4  # max |x_float32 fused - x_float64| after 200 steps of h = 0.05 (the random preset here)
@@ -51,7 +51,7 @@ def test_fused_formula_with_general_weights_in_higher_dimension():
 
 def test_compiled_fused_flow_float32_matches_float64():
     x64 = random_tokens(1, 64, 3, seed=7)
-    w64 = preset_weights("random", 3)  # Q_hᵀK_h not symmetric: the compiled step, not energylab.kernels.sphere_symmetric
+    w64 = preset_weights("random", 3)  # Q_hᵀK_h not symmetric: the compiled step, not kernels.sphere_symmetric
     base = FlowConfig(beta=2.0, step=0.05, steps=200, save_every=50)
     w32 = w64.to(x64.float())  # the same weights rounded (the preset draws other numbers in float32)
     assert fused_way(x64.float(), w32, FlowConfig(**{**base.__dict__, "fused": True})) == "fused"

@@ -169,8 +169,6 @@ def test_fast_paths_give_the_reference_layer_values_and_gradients(monkeypatch, d
     """Issue 27, item 5: the one-exponential bi-softmax and the fused ReLU feedforward are drop-in: one iteration's
     output and the gradients of every parameter, of x and of x_0 equal the plain PyTorch route's (the route taken
     under torch.func / torch.compile, forced here)."""
-    import energylab.models.hyperset as mh
-
     torch.manual_seed(0)
     layer = HyperSETLayer(12, 3, 2).to(dtype)
     with torch.no_grad():  # non-zero step sizes, so both halves count

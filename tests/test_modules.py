@@ -4,13 +4,13 @@ import math
 import pytest
 import torch
 
-from energylab.kernels import attention as fa
 from energylab import modules as M
 from energylab.forms import _common as cm
 from energylab.forms import expressive as ea
 from energylab.forms import free_energy as fe
 from energylab.forms import hyperspherical as hs
 from energylab.forms import newton as nw
+from energylab.kernels import attention as fa
 
 B, N, D, HEADS = 2, 7, 15, 3  # distinct sizes; d_h = 5
 F64 = torch.float64

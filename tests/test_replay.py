@@ -9,13 +9,13 @@ import dataclasses
 
 import pytest
 
+from energylab._setup import seed_everything
 from energylab.baselines import constant_accuracy
 from energylab.committed import load_committed
 from energylab.experiments import attractor, lis, nt
-from energylab._setup import seed_everything
-from energylab.train import evaluate
 from energylab.tasks import lis as lis_tasks
 from energylab.tasks import nt as nt_tasks
+from energylab.train import evaluate
 
 
 def _close(replayed, committed, atol):

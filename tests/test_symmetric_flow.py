@@ -1,4 +1,5 @@
-"""The symmetric fast path of FlowConfig(fused=True) (energylab.kernels.sphere_symmetric): which step runs, and its numbers.
+"""The symmetric fast path of FlowConfig(fused=True) (energylab.kernels.sphere_symmetric): which step runs, and its
+numbers.
 
 In float64 the C kernel must reproduce the default integrator to rounding, for every preset whose Q_hᵀK_h is
 symmetric, one and three heads, SA and USA, token counts that are not multiples of the unrolled block; in float32
@@ -9,8 +10,8 @@ import warnings
 import pytest
 import torch
 
-from energylab.kernels import sphere_symmetric
 from energylab.flows import FlowConfig, SphereWeights, fused_way, preset_weights, simulate
+from energylab.kernels import sphere_symmetric
 from energylab.sphere import random_tokens
 
 FLOAT32_TOL = 1e-4  # as tests/test_fused_flow.py (measured here: ~1e-6)

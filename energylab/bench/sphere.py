@@ -4,13 +4,13 @@ Speed: 1,024 tokens in d = 3 for 1,000 Euler steps of SA and USA on one thread, 
 integrator (the reference of every ratio, measured in the same run), the same integrator in float32, float32 with
 ``FlowConfig(fused=True)`` (here, Q = K = V = I, the symmetric kernel of :mod:`energylab.kernels.sphere_symmetric`: each
 exponential serves the pairs (i, j) and (j, i)), and float32 through the ``torch.compile``'d step of
-:mod:`energylab.kernels.sphere_fused` that ``fused=True`` takes when Q_hᵀK_h is not symmetric or the mask is causal (called
-in a loop like ``simulate`` does). Times are CPU seconds of this process (``time.process_time``, one thread), the
-median of ``repeats`` runs taken in alternation: on a shared machine wall time swings with other processes' load.
-The build time of each kernel (C compiler, or ``torch.compile``) is reported apart (it is paid once per shape and
-process). ``max_abs_error`` is the largest coordinate difference of the final tokens from the float64 run. A last
-row gives the bare ``scaled_dot_product_attention`` loop (SA) or ``exp(β X Xᵀ) X`` loop (USA) in float32, the
-attention work alone. Size: bytes a 200-frame, 64-token animation adds
+:mod:`energylab.kernels.sphere_fused` that ``fused=True`` takes when Q_hᵀK_h is not symmetric or the mask is causal
+(called in a loop like ``simulate`` does). Times are CPU seconds of this process (``time.process_time``, one
+thread), the median of ``repeats`` runs taken in alternation: on a shared machine wall time swings with other
+processes' load. The build time of each kernel (C compiler, or ``torch.compile``) is reported apart (it is paid once
+per shape and process). ``max_abs_error`` is the largest coordinate difference of the final tokens from the float64
+run. A last row gives the bare ``scaled_dot_product_attention`` loop (SA) or ``exp(β X Xᵀ) X`` loop (USA) in
+float32, the attention work alone. Size: bytes a 200-frame, 64-token animation adds
 to a page (target 1 MB). Targets of issue 19: SA in float32 within 0.5 s; one redraw of the chapter's live explorer
 at 256 tokens (simulation, figure and its JSON, what the notebook sends to the browser) within 1 s.
 """
@@ -23,9 +23,9 @@ import plotly.io
 import torch
 import torch.nn.functional as F
 
-from energylab.kernels import sphere_fused
 from energylab.bench import cpu_times
 from energylab.flows import FlowConfig, fused_way, preset_weights, simulate, simulate_preset
+from energylab.kernels import sphere_fused
 from energylab.sphere import random_tokens
 from energylab.viz.sphere import explorer_figure, figure_bytes, sphere_figure
 

@@ -120,10 +120,10 @@ PROFILES = {
                                replace_seeds(dataclasses.replace(FULL_RUNS[1], epochs=6_000), 8)),
                          eval_every=250, n_eval_series=50, n_final_series=500, progress=False),
     # The paper's N16T2-N16T5 figures that fit about an hour of one core, 8 seeds, under the protocol the
-    # n16t2-causes runs point to (the squared error summed over the d outputs, clipping only as a guard): N_con 32 (Fig. 3 left,
-    # the plateau) and 52 (Fig. 3 right, where EA should reach 100% and DPA not), N16T5 at N_con 64 (Fig. 5 uses
-    # 128: a reduced context), the NT + NT-S mixture at the paper's 5000 epochs (Fig. 6) and NT-R at N_con 64
-    # (Fig. 7), at 2000 of the paper's 4000 epochs.
+    # n16t2-causes runs point to (the squared error summed over the d outputs, clipping only as a guard): N_con 32
+    # (Fig. 3 left, the plateau) and 52 (Fig. 3 right, where EA should reach 100% and DPA not), N16T5 at N_con 64
+    # (Fig. 5 uses 128: a reduced context), the NT + NT-S mixture at the paper's 5000 epochs (Fig. 6) and NT-R at
+    # N_con 64 (Fig. 7), at 2000 of the paper's 4000 epochs.
     "figures": Config(runs=tuple(
         replace_seeds(dataclasses.replace(run, overrides=(*run.overrides, *_PAPER_LOSS)), 8) for run in (
             dataclasses.replace(FULL_RUNS[1], epochs=2000), FULL_RUNS[2],

@@ -98,4 +98,5 @@ def causes_claims(causes: Results) -> dict[str, bool]:
     }
 
 
-__all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare", "long_claims", "causes_claims"]
+__all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare",
+           "long_claims", "causes_claims"]

@@ -1,8 +1,8 @@
 """One fused kernel per Euler step of the sphere flows SA and USA: ``FlowConfig(fused=True)`` of :mod:`energylab.flows`.
 
 (Where every head's Q_hᵀK_h is symmetric and there is no causal mask, ``fused=True`` takes the faster kernel of
-:mod:`energylab.kernels.sphere_symmetric` instead, which computes each exponential once for two pairs; this step covers the
-rest: any weights, causal masks, any device.)
+:mod:`energylab.kernels.sphere_symmetric` instead, which computes each exponential once for two pairs; this step
+covers the rest: any weights, causal masks, any device.)
 
 The default integrator of :mod:`energylab.flows` calls PyTorch's attention kernel and then four small kernels per
 step (tangent projection, step, norm, division), and the attention kernel itself writes the (N, N) score matrix and

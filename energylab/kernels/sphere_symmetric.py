@@ -7,15 +7,15 @@ When every head's score matrix A_h = Q_hᵀK_h is symmetric (the identity, symme
 
 with one shift c_h per head (not per row) form a symmetric matrix, and each exponential serves two pairs: the loop
 runs over i ≤ j only and adds w_{h,ij} [V_h x_j, 1] to token i's sums and w_{h,ij} [V_h x_i, 1] to token j's. That
-halves the exponentials, which are most of the work once d = 3 (:mod:`energylab.kernels.sphere_fused` spends about 1 ns per
-ordered pair). The softmax is unchanged by the shift (it cancels in w / Z), so the result
+halves the exponentials, which are most of the work once d = 3 (:mod:`energylab.kernels.sphere_fused` spends about 1
+ns per ordered pair). The softmax is unchanged by the shift (it cancels in w / Z), so the result
 is the same flow up to rounding.
 
 The shift. c_h = β max_i ‖Q_h x_i‖ max_j ‖K_h x_j‖ ≥ β⟨Q_h x_i, K_h x_j⟩ for all pairs (Cauchy–Schwarz), so no
 exponential overflows. For unit tokens it is at most β‖Q_h‖₂‖K_h‖₂, while each row's largest score is at least
 β⟨Q_h x_i, K_h x_i⟩ ≥ −β‖Q_h‖₂‖K_h‖₂: the gap is at most 2β‖Q_h‖₂‖K_h‖₂, the bound that
-:func:`energylab.kernels.sphere_fused.shift_is_safe` checks for the per-row shift, so the same check covers this one. USA
-needs no shift (its overflow is reported by the caller).
+:func:`energylab.kernels.sphere_fused.shift_is_safe` checks for the per-row shift, so the same check covers this
+one. USA needs no shift (its overflow is reported by the caller).
 
 The kernel. A scatter to token j is not a reduction that ``torch.compile`` can fuse with the row sums (it
 materialises the weights instead: measured 0.84 ms per step at 1,024 tokens against 1.04 for the unsymmetric fused
@@ -286,8 +286,8 @@ def stepper(x0: torch.Tensor, A: torch.Tensor, V: torch.Tensor, Q: torch.Tensor,
 
     def one_step(xt: torch.Tensor) -> torch.Tensor:
         if kernels.records_grad(xt, *weights):  # the C code writes `out` behind autograd's back: refuse, never lie
-            raise RuntimeError("kernels.sphere_symmetric's C kernel records no gradients, and the tokens or weights require "
-                               "grad; flows.simulate(..., FlowConfig(fused=True)) then integrates with the "
+            raise RuntimeError("kernels.sphere_symmetric's C kernel records no gradients, and the tokens or weights "
+                               "require grad; flows.simulate(..., FlowConfig(fused=True)) then integrates with the "
                                "reference step (energylab.kernels.FAST_PATHS['sphere-symmetric'])")
         out = xt.clone(memory_format=torch.contiguous_format)  # (B, d, N), stepped in place
         fn(batch, n, heads, dh, 1, out.data_ptr(), *ptrs, beta, step, int(normalized), work.data_ptr())
