@@ -1,0 +1,61 @@
+"""Chapter 5, section 5.8: every claim about results/nt/long-n16t2.json and results/nt/n16t2-causes.json, through
+the functions the chapter calls, and the numbers its prose quotes."""
+import pytest
+
+from energylab.committed import load_committed
+from energylab.experiments import nt, nt_claims
+
+
+@pytest.fixture(scope="module")
+def long():
+    return load_committed("nt", "long-n16t2")
+
+
+@pytest.fixture(scope="module")
+def causes():
+    return load_committed("nt", "n16t2-causes")
+
+
+@pytest.mark.parametrize("name", ["long-n16t2", "n16t2-causes"])
+def test_the_files_are_their_profiles_from_a_clean_pinned_tree(name):
+    results, provenance = load_committed("nt", name)
+    assert [r["name"] for r in results.config["runs"]] == [r.name for r in nt.PROFILES[name].runs]
+    assert provenance["dirty"] is False and provenance["numerics"] == "pinned"
+    assert all(row["seeds"] == 8 for row in results.tables["final"])
+
+
+def test_the_long_claims_hold(long):
+    claims = nt_claims.long_claims(long[0])
+    assert len(claims) == 4 and all(claims.values()), claims
+
+
+def test_the_causes_claims_hold(causes):
+    claims = nt_claims.causes_claims(causes[0])
+    assert len(claims) == 5 and all(claims.values()), claims
+
+
+def test_the_numbers_section_5_8_quotes(long, causes):
+    rows = nt_claims.finals(long[0])
+    assert (round(rows["N16T2-32/DPA"]["acc_mean"], 3), round(rows["N16T2-32/EA"]["acc_mean"], 3)) == (0.911, 0.834)
+    rows = nt_claims.finals(causes[0])
+    assert round(rows["N16T2-16+sum+noclip/DPA"]["acc_mean"], 3) == 0.976
+    assert nt_claims.first_epoch(causes[0], "N16T2-16+sum+noclip", "EA", 0.99) == 1200
+    assert [round(rows[f"N16T2-16+sum+affine/{m}"]["acc_mean"], 2) for m in ("DPA", "EA")] == [0.68, 0.74]
+    assert [round(rows[f"N16T2-32+sum/{m}"]["acc_mean"], 2) for m in ("DPA", "EA")] == [0.83, 0.78]
+    assert max(rows[f"N16T2-16+sum/{m}"]["acc_mean"] for m in ("DPA", "EA")) < 0.70
+
+
+def test_every_run_beats_the_input_blind_predictor(long, causes):
+    for results, _ in (long, causes):
+        for row in results.tables["final"]:
+            assert row["constant"] < 0.07 and row["acc_min"] > 5 * row["constant"], row
+
+
+def test_a_claim_can_fail():
+    """Lower every EA seed of the unclipped run below DPA: the chapter's "EA solves it, DPA does not" turns false."""
+    results, _ = load_committed("nt", "n16t2-causes")
+    for label, history in results.histories.items():
+        if label.startswith("N16T2-16+sum+noclip/EA/"):
+            history.curves["eval/acc"] = [v - 0.1 for v in history.curves["eval/acc"]]
+    assert nt_claims.compare(results, "N16T2-16+sum+noclip") == "behind"
+    assert not all(nt_claims.causes_claims(results).values())
