@@ -4,57 +4,20 @@ A warning or a progress bar on stderr in a committed output is shown to every re
 notebook, and nbval's sanitizer would let a new one slip in unnoticed; so the outputs themselves are checked:
 stream outputs named stderr, error outputs, and any output text that mentions a warning (``...Warning`` or
 ``warnings.warn``), in the cells and in the saved state of ipywidgets Output widgets (which the website shows).
-Reading the JSON only keeps this fast (well under 2 s for every chapter).
+Reading the JSON only keeps this fast (well under 2 s for every chapter). The check itself lives in
+scripts/nbclean.py, beside the clean-up of committed outputs.
 """
 import json
 import pathlib
-import re
+import sys
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from nbclean import WIDGET_STATE, notebook_problems  # noqa: E402 - the check's one home (drift_check uses it too)
+
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
-WARNING = re.compile(r"Warning\b|warnings\.warn")
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-
-
-def _text(value) -> str:
-    return "".join(value) if isinstance(value, list) else str(value)
-
-
-def output_problems(output: dict) -> list[str]:
-    """What is wrong with one output (empty when it is clean)."""
-    kind = output.get("output_type")
-    if kind == "stream":
-        text = _text(output.get("text", ""))
-        found = [f"stderr: {text.strip()[:120]!r}"] if output.get("name") == "stderr" else []
-        match = WARNING.search(text)
-        if match and not found:
-            found.append(f"warning in {output.get('name')}: {text[max(0, match.start() - 60):match.end() + 60]!r}")
-        return found
-    if kind == "error":
-        return [f"error output: {output.get('ename')}: {str(output.get('evalue'))[:120]}"]
-    found = []
-    for mime, value in (output.get("data") or {}).items():
-        if mime.startswith("text/"):
-            text = _text(value)
-            match = WARNING.search(text)
-            if match:
-                found.append(f"warning in {mime}: {text[max(0, match.start() - 60):match.end() + 60]!r}")
-    return found
-
-
-def notebook_problems(nb: dict) -> list[str]:
-    """Every problem of a notebook's outputs, as 'cell <index> (<id>): <problem>' or 'widget <model>: ...'."""
-    found = []
-    for index, cell in enumerate(nb.get("cells", [])):
-        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-            found += [f"cell {index} ({cell.get('id', '?')}): {p}" for p in output_problems(output)]
-    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    for model_id, model in state.items():
-        for output in model.get("state", {}).get("outputs", []) or []:
-            found += [f"widget {model_id}: {p}" for p in output_problems(output)]
-    return found
 
 
 def test_there_are_chapters():
