@@ -100,6 +100,18 @@ def build_venv(path: pathlib.Path, torch_spec: str) -> dict:
     return record
 
 
+def pip_caps(python: str) -> list[str]:
+    """The numeric packages' lines in the constraints file of pip's configuration (a machine may cap torch)."""
+    out = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+    caps = []
+    for match in re.finditer(r"constraint='([^']+)'", out):
+        path = pathlib.Path(match.group(1))
+        if path.exists():
+            caps += [f"{line.strip()} ({path})" for line in path.read_text().splitlines()
+                     if _requirement_name(line) in NUMERIC]
+    return caps
+
+
 def installed_versions(python: str) -> dict:
     code = ("import importlib.metadata as m, json; print(json.dumps({n: m.version(n) for n in "
             f"{list(NUMERIC) + ['scikit-learn', 'ipykernel', 'nbclient']!r}}}))")
@@ -231,10 +243,13 @@ def main(argv=None) -> int:
         python = str(path / "bin" / "python")
         versions = installed_versions(python)
         newest = {name: newest_on_registry(python, name) for name in NUMERIC}
-        note = ("Newest on the registry is what `pip index versions` lists; "
-                + ("every numeric package was tested at it." if all(newest[n] == versions[n] for n in NUMERIC) else
-                   "where the tested version is older, pip would not install the newest release here (a newer "
-                   "torch is capped by the machine's pip constraints, see the report's notes) or --torch chose it."))
+        caps = pip_caps(python)
+        behind = [n for n in NUMERIC if newest[n] != versions[n]]
+        note = "Newest on the registry is what `pip index versions` lists; " + (
+            "every numeric package was tested at it." if not behind else
+            f"{', '.join(behind)} tested below it: "
+            + (f"--torch {args.torch} was asked for; " if args.torch else "")
+            + (f"this machine's pip constraints cap {'; '.join(caps)}." if caps else "no pip constraint caps it."))
         out_dir = pathlib.Path(tempfile.mkdtemp(prefix="energylab-drift-notebooks-"))
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         portable.pin_environment(env)  # one thread and the pinned kernels, as in every run of the chapters
