@@ -152,6 +152,11 @@ def execute_chapters(paths: list[pathlib.Path], out_dir: pathlib.Path, timeout: 
             error = {"type": type(err).__name__, "cell": cell, "cell_starts": first[:100],
                      "message": " ".join(str(getattr(err, "evalue", None) or err).split())[-400:],
                      "ename": getattr(err, "ename", None)}
+        finally:
+            # a kernel manager we pass in is ours to stop: nbclient leaves it running, and one idle kernel per
+            # finished chapter would stay alive (and hold its memory) until the whole check ends
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
         seconds = time.perf_counter() - t0
         nbformat.write(nb, out_dir / path.name)
         problems = [p for p in notebook_problems(nb) if "error output" not in p]
