@@ -11,6 +11,7 @@ and stderr that appear under the new versions are listed too (they are what a re
     python scripts/drift_check.py                          # a temporary venv, every chapter
     python scripts/drift_check.py --venv /tmp/drift-venv   # keep (and on a rerun reuse) the environment
     python scripts/drift_check.py --torch 2.14.1 --chapters 01 06
+    python scripts/drift_check.py --venv /tmp/drift-venv --from-runs DIR1 DIR2   # one report from two runs
 
 The executed notebooks go to a temporary folder (never over the committed ones); the report goes to
 results/drift/<date>.md. Exit status 1 when a chapter does not hold.
@@ -233,6 +234,9 @@ def main(argv=None) -> int:
     parser.add_argument("--chapters", nargs="*", help="chapter number prefixes (01 06 ...); default: all")
     parser.add_argument("--timeout", type=int, default=1200, help="seconds one cell may run")
     parser.add_argument("--out", type=pathlib.Path, help="report path (default: results/drift/<date>.md)")
+    parser.add_argument("--from-runs", type=pathlib.Path, nargs="+", metavar="DIR",
+                        help="write the report from the runs.json of earlier executions (chapters run as several "
+                             "checks side by side) with the environment of --venv; nothing is executed")
     parser.add_argument("--execute-into", type=pathlib.Path, help=argparse.SUPPRESS)  # inside the drift venv
     args = parser.parse_args(argv)
     paths = select(args.chapters)
@@ -240,6 +244,8 @@ def main(argv=None) -> int:
         runs = execute_chapters(paths, args.execute_into, args.timeout)
         return 0 if all(r["error"] is None for r in runs) else 1
 
+    if args.from_runs and args.venv is None:
+        parser.error("--from-runs reads the environment of --venv")
     temporary = args.venv is None
     path = pathlib.Path(tempfile.mkdtemp(prefix="energylab-drift-")) / "venv" if temporary else args.venv.resolve()
     torch_spec = f"torch=={args.torch}" if args.torch else "torch"
@@ -255,15 +261,21 @@ def main(argv=None) -> int:
             f"{', '.join(behind)} tested below it: "
             + (f"--torch {args.torch} was asked for; " if args.torch else "")
             + (f"this machine's pip constraints cap {'; '.join(caps)}." if caps else "no pip constraint caps it."))
-        out_dir = pathlib.Path(tempfile.mkdtemp(prefix="energylab-drift-notebooks-"))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        portable.pin_environment(env)  # one thread and the pinned kernels, as in every run of the chapters
-        env["PATH"] = str(path / "bin") + os.pathsep + env.get("PATH", "")
-        cmd = [python, str(pathlib.Path(__file__).resolve()), "--execute-into", str(out_dir),
-               "--timeout", str(args.timeout), *(["--chapters", *args.chapters] if args.chapters else [])]
-        subprocess.run(cmd, env=env, cwd=ROOT)
-        runs_file = out_dir / "runs.json"
-        runs = json.loads(runs_file.read_text()) if runs_file.exists() else []
+        if args.from_runs:
+            out_dir = args.from_runs[0]
+            runs = sorted((r for d in args.from_runs for r in json.loads((d / "runs.json").read_text())),
+                          key=lambda r: r["notebook"])
+            paths = [ROOT / "notebooks" / r["notebook"] for r in runs]
+        else:
+            out_dir = pathlib.Path(tempfile.mkdtemp(prefix="energylab-drift-notebooks-"))
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+            portable.pin_environment(env)  # one thread and the pinned kernels, as in every run of the chapters
+            env["PATH"] = str(path / "bin") + os.pathsep + env.get("PATH", "")
+            cmd = [python, str(pathlib.Path(__file__).resolve()), "--execute-into", str(out_dir),
+                   "--timeout", str(args.timeout), *(["--chapters", *args.chapters] if args.chapters else [])]
+            subprocess.run(cmd, env=env, cwd=ROOT)
+            runs_file = out_dir / "runs.json"
+            runs = json.loads(runs_file.read_text()) if runs_file.exists() else []
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python " \
                   f"{platform.python_version()}, one thread per kernel"
         report = render(runs, versions, pinned_versions(), newest, record, machine, note)
