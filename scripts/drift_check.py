@@ -236,7 +236,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=pathlib.Path, help="report path (default: results/drift/<date>.md)")
     parser.add_argument("--from-runs", type=pathlib.Path, nargs="+", metavar="DIR",
                         help="write the report from the runs.json of earlier executions (chapters run as several "
-                             "checks side by side) with the environment of --venv; nothing is executed")
+                             "checks side by side; a chapter in several: the last DIR's run) with the environment "
+                             "of --venv; nothing is executed")
     parser.add_argument("--execute-into", type=pathlib.Path, help=argparse.SUPPRESS)  # inside the drift venv
     args = parser.parse_args(argv)
     paths = select(args.chapters)
@@ -263,8 +264,8 @@ def main(argv=None) -> int:
             + (f"this machine's pip constraints cap {'; '.join(caps)}." if caps else "no pip constraint caps it."))
         if args.from_runs:
             out_dir = args.from_runs[0]
-            runs = sorted((r for d in args.from_runs for r in json.loads((d / "runs.json").read_text())),
-                          key=lambda r: r["notebook"])
+            latest = {r["notebook"]: r for d in args.from_runs for r in json.loads((d / "runs.json").read_text())}
+            runs = [latest[name] for name in sorted(latest)]  # a chapter checked again: its later run counts
             paths = [ROOT / "notebooks" / r["notebook"] for r in runs]
         else:
             out_dir = pathlib.Path(tempfile.mkdtemp(prefix="energylab-drift-notebooks-"))
