@@ -161,12 +161,27 @@ def execute_chapters(paths: list[pathlib.Path], out_dir: pathlib.Path, timeout: 
         seconds = time.perf_counter() - t0
         nbformat.write(nb, out_dir / path.name)
         problems = [p for p in notebook_problems(nb) if "error output" not in p]
-        runs.append({"notebook": path.name, "seconds": round(seconds, 1), "error": error, "problems": problems})
+        runs.append({"notebook": path.name, "seconds": round(seconds, 1), "error": error, "problems": problems,
+                     "executed": str(out_dir / path.name)})
         verdict = "holds" if error is None else f"FAILS ({error['ename'] or error['type']})"
         print(f"[drift] {path.name}: {verdict} in {seconds:.0f} s, {len(problems)} warning/stderr output(s)",
               flush=True)
         (out_dir / "runs.json").write_text(json.dumps(runs, indent=1))  # partial results survive an interruption
     return runs
+
+
+def printed_changes(committed: pathlib.Path, executed: pathlib.Path) -> tuple[int, int]:
+    """(cells whose printed text differs, cells compared): stdout of the code cells nbval compares (those without
+    NBVAL_IGNORE_OUTPUT), in the committed chapter and in its run under the new versions. Not a pass criterion
+    (digits may move with a library), but it says whether they did."""
+    def printed(cell) -> str:
+        return "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
+                       if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+    old, new = (json.loads(p.read_text(encoding="utf-8")) for p in (committed, executed))
+    pairs = [(a, b) for a, b in zip(old["cells"], new["cells"]) if a["cell_type"] == "code"
+             and "NBVAL_IGNORE_OUTPUT" not in "".join(a["source"]) and (printed(a) or printed(b))]
+    return sum(printed(a) != printed(b) for a, b in pairs), len(pairs)
 
 
 def render(runs: list[dict], versions: dict, pinned: dict, newest: dict, record: dict, machine: str,
@@ -177,13 +192,15 @@ def render(runs: list[dict], versions: dict, pinned: dict, newest: dict, record:
              f"`python scripts/drift_check.py` (commit {_commit()}): every chapter listed below executed at its "
              "quick profile in a fresh virtual environment with the newest numeric libraries that install here, "
              "the other requirements as pinned. A chapter **holds** when it runs to the end, its own assertions "
-             "and claim checks included; digits are not compared (nbval does that in the pinned environment).", "",
+             "and claim checks included; digits are not required to match (nbval checks them in the pinned "
+             "environment), but the last column counts the code cells nbval compares whose printed text changed.",
+             "",
              f"**{len(held)} of {len(runs)} chapters hold.** Machine: {machine}.", "",
              "| Package | Pinned (requirements.txt) | Tested here | Newest on the registry |", "|---|---|---|---|"]
     for name in NUMERIC:
         lines.append(f"| {name} | {pinned.get(name, '?')} | {versions.get(name, '?')} | {newest.get(name) or '?'} |")
-    lines += ["", note, "", "| Chapter | Result | Wall time | Warnings / stderr under these versions |",
-              "|---|---|---|---|"]
+    lines += ["", note, "", "| Chapter | Result | Wall time | Warnings / stderr under these versions | Printed text "
+              "changed (compared cells) |", "|---|---|---|---|---|"]
     for r in runs:
         if r["error"] is None:
             result = "holds"
@@ -192,7 +209,13 @@ def render(runs: list[dict], versions: dict, pinned: dict, newest: dict, record:
             result = f"fails at cell {e['cell']} (`{e['cell_starts']}`): {e['ename'] or e['type']}: {e['message']}"
         shown = "; ".join(r["problems"][:3]) + (f" (and {len(r['problems']) - 3} more)" if len(r["problems"]) > 3
                                                 else "")
-        lines.append(f"| {r['notebook']} | {_cell(result)} | {r['seconds'] / 60:.1f} min | {_cell(shown) or 'none'} |")
+        changed = "?"
+        executed = pathlib.Path(r.get("executed", ""))
+        if r["error"] is None and executed.is_file():
+            differ, compared = printed_changes(ROOT / "notebooks" / r["notebook"], executed)
+            changed = f"{differ} of {compared}"
+        lines.append(f"| {r['notebook']} | {_cell(result)} | {r['seconds'] / 60:.1f} min | {_cell(shown) or 'none'} "
+                     f"| {changed} |")
     lines += ["", "pip's resolver, installing the newest releases over the pinned ones: "
               + ("; ".join(f"`{c.strip()}`" for c in record.get("pip_conflicts", [])) or "no conflicts reported."), ""]
     return "\n".join(lines)
@@ -264,7 +287,8 @@ def main(argv=None) -> int:
             + (f"this machine's pip constraints cap {'; '.join(caps)}." if caps else "no pip constraint caps it."))
         if args.from_runs:
             out_dir = args.from_runs[0]
-            latest = {r["notebook"]: r for d in args.from_runs for r in json.loads((d / "runs.json").read_text())}
+            latest = {r["notebook"]: {"executed": str(d / r["notebook"]), **r}
+                      for d in args.from_runs for r in json.loads((d / "runs.json").read_text())}
             runs = [latest[name] for name in sorted(latest)]  # a chapter checked again: its later run counts
             paths = [ROOT / "notebooks" / r["notebook"] for r in runs]
         else:

@@ -35,6 +35,23 @@ def test_report_counts_chapters_that_hold_and_shows_the_failure():
     versions = {"torch": "2.14.1", "numpy": "2.4.6", "scipy": "1.17.1", "plotly": "7.1.0"}
     page = dc.render(runs, versions, {"torch": "2.13.0"}, {"torch": "2.15.0"}, {"pip_conflicts": []}, "CPU", "n.")
     assert "**1 of 2 chapters hold.**" in page and "| torch | 2.13.0 | 2.14.1 | 2.15.0 |" in page
-    assert "| 01_a.ipynb | holds | 1.0 min | none |" in page
+    assert "| 01_a.ipynb | holds | 1.0 min | none | ? |" in page  # no executed copy to compare
     assert "fails at cell 7 (`assert err < 1e-9`): AssertionError: err = 3e-6" in page
     assert "FutureWarning \\| y" in page and "no conflicts reported" in page
+
+
+def test_printed_changes_counts_compared_cells_only(tmp_path):
+    import json
+
+    def nb(*printed):
+        cells = [{"cell_type": "markdown", "source": "# t"}]
+        for source, text in printed:
+            cells.append({"cell_type": "code", "source": source,
+                          "outputs": [{"output_type": "stream", "name": "stdout", "text": [text]}]})
+        return json.dumps({"cells": cells})
+
+    (tmp_path / "old.ipynb").write_text(nb(("a", "err < 1e-12\n"), ("b", "loss 0.25\n"),
+                                           ("# NBVAL_IGNORE_OUTPUT\nc", "took 3 s\n")))
+    (tmp_path / "new.ipynb").write_text(nb(("a", "err < 1e-12\n"), ("b", "loss 0.26\n"),
+                                           ("# NBVAL_IGNORE_OUTPUT\nc", "took 9 s\n")))
+    assert dc.printed_changes(tmp_path / "old.ipynb", tmp_path / "new.ipynb") == (1, 2)
