@@ -95,7 +95,10 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1, profil
     torch.set_float32_matmul_precision("highest")
     portable.configure_torch()  # in the book's pinned runs: no oneDNN, whose kernels depend on the processor
     if _torch_at_least(2, 14):  # the pinned torch (2.13) neither warns nor pays for the import here
-        import_quietly(*_TORCH_SCRIPTS_ITSELF)
+        try:
+            import_quietly(*_TORCH_SCRIPTS_ITSELF)
+        except ImportError:  # a later torch without that module: nothing left to keep quiet
+            pass
     from energylab import viz  # local import: viz pulls in plotly, which library users may not need
 
     viz.use_book_renderer()

@@ -40,6 +40,8 @@ def test_torch_warning_about_its_own_scripting_is_silenced_for_that_import_only(
     assert len(caught) == 1
     monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
     assert _setup._torch_at_least(2, 14) and not _setup._torch_at_least(2, 15)
+    monkeypatch.setattr(_setup, "_TORCH_SCRIPTS_ITSELF", ("no_such_module_here", "x"))
+    energylab.setup_notebook(0)  # a torch >= 2.14 without that module still sets up
     monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
     assert not _setup._torch_at_least(2, 14)
 
