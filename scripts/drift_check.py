@@ -86,8 +86,10 @@ def build_venv(path: pathlib.Path, torch_spec: str) -> dict:
         if record.get("torch_spec") == torch_spec:
             print(f"[drift] reusing {path} (built {record['built']})", flush=True)
             return record
-    if path.exists():
-        shutil.rmtree(path)
+    if path.exists() and any(path.iterdir()):
+        if not stamp.exists():  # never delete a folder this script did not build (a reader's own venv, say)
+            raise SystemExit(f"{path} exists and was not built by drift_check.py; give an empty or new --venv")
+        shutil.rmtree(path)  # built here for another torch
     venv.EnvBuilder(with_pip=True).create(path)
     log: list[str] = []
     t0 = time.perf_counter()

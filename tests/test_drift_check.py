@@ -55,3 +55,10 @@ def test_printed_changes_counts_compared_cells_only(tmp_path):
     (tmp_path / "new.ipynb").write_text(nb(("a", "err < 1e-12\n"), ("b", "loss 0.26\n"),
                                            ("# NBVAL_IGNORE_OUTPUT\nc", "took 9 s\n")))
     assert dc.printed_changes(tmp_path / "old.ipynb", tmp_path / "new.ipynb") == (1, 2)
+
+
+def test_an_existing_folder_it_did_not_build_is_never_replaced(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep")
+    with pytest.raises(SystemExit, match="not built by drift_check"):
+        dc.build_venv(tmp_path, "torch")
+    assert (tmp_path / "precious.txt").read_text() == "keep"
