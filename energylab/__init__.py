@@ -37,4 +37,6 @@ def __dir__():
 
 
 __all__ = [*sorted(_SUBMODULES), *sorted(_FROM_SETUP)]
+# The book's version, its one source: pyproject.toml reads it (setuptools dynamic attr), the chapters' install
+# cell pins the git tag v<version>, and the site footer, CITATION.cff and CHANGELOG.md are checked against it.
 __version__ = "0.1.0"

@@ -23,6 +23,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # book_version, status_page, ... also when a test loads this file by path
 from energylab import portable  # noqa: E402 - torch-free
 
 SRC = ROOT / "_build" / "src"
@@ -32,12 +33,31 @@ def notebooks() -> list[pathlib.Path]:
     return sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
+def with_footer(config: str, footer: str | None = None) -> str:
+    """The _config.yml text with html.extra_footer set to the book's version line (scripts/book_version.py), so
+    every page's footer says which version of the book it is; the version is not written into _config.yml itself,
+    which would be a second source of it."""
+    import json
+    import re
+
+    import book_version
+
+    footer = book_version.footer_html() if footer is None else footer
+    if re.search(r"^\s+extra_footer:", config, re.MULTILINE):
+        raise ValueError("_config.yml sets html.extra_footer itself; the build writes it (scripts/build_book.py)")
+    new, count = re.subn(r"^html:[ \t]*\n", lambda m: m.group(0) + f"  extra_footer: {json.dumps(footer)}\n", config,
+                         count=1, flags=re.MULTILINE)
+    if count != 1:
+        raise ValueError("_config.yml has no top-level html: section")
+    return new
+
+
 def stage_sources() -> None:
     if SRC.exists():
         shutil.rmtree(SRC)
     SRC.mkdir(parents=True)
-    for name in ["_config.yml", "_toc.yml"]:
-        shutil.copy2(ROOT / name, SRC / name)
+    shutil.copy2(ROOT / "_toc.yml", SRC / "_toc.yml")
+    (SRC / "_config.yml").write_text(with_footer((ROOT / "_config.yml").read_text(encoding="utf-8")), encoding="utf-8")
     shutil.copytree(ROOT / "book", SRC / "book")
     (SRC / "notebooks").mkdir()
     for nb in notebooks():

@@ -1,7 +1,8 @@
 """Two cells every chapter carries, written from one place: `python scripts/chapter_cells.py [--check]`.
 
 1. **The install cell**, the first code cell: on Colab (or any kernel without the library) it installs energylab and
-   the chapters' extras from the repository named in _config.yml; elsewhere it does nothing and prints nothing.
+   the chapters' extras from the repository named in _config.yml, at the tag of the book's version
+   (v<energylab.__version__>); elsewhere it does nothing and prints nothing.
 2. **The "Run this chapter" box** of a chapter that trains, right after its title cell: each profile of its
    experiments with the time it takes (the experiment's COST) and the command that runs it, so a reader knows what
    the quick run in the page is and how to get the paper's scale.
@@ -44,13 +45,18 @@ def repository_url() -> str:
 
 
 def install_source() -> str:
+    """The install cell: the library at this book's own version (the git tag v<energylab.__version__>), so a
+    chapter runs against the code it was written with, not whatever the main branch holds later."""
+    import energylab  # torch-free
+
+    tag = f"v{energylab.__version__}"
     return "\n".join([
-        "# On Colab, or in any kernel without the book's library: install it, with the chapters' extras, from the",
-        "# book's repository. Elsewhere this cell does nothing.",
+        f"# On Colab, or in any kernel without the book's library: install it, at this book's version ({tag}), with",
+        "# the chapters' extras, from the book's repository. Elsewhere this cell does nothing.",
         "import importlib.util",
         "",
         'if importlib.util.find_spec("energylab") is None:',
-        f'    %pip install -q "energylab[book] @ git+{repository_url()}"'])
+        f'    %pip install -q "energylab[book] @ git+{repository_url()}@{tag}"'])
 
 
 def box_source(experiments: tuple[str, ...]) -> str:
@@ -102,7 +108,9 @@ def update(nb: dict, name: str) -> dict:
         first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
         cells.insert(first_code, _cell("code", install_source(), INSTALL_TAG))
     elif "".join(cells[install]["source"]) != install_source():
-        cells[install] = _cell("code", install_source(), INSTALL_TAG)
+        # only the source changes: the cell keeps its id, execution count and (empty) outputs, so nbval and the
+        # committed run stay valid without re-executing the chapter
+        cells[install]["source"] = install_source().splitlines(keepends=True)
     box = _tagged(nb, BOX_TAG)
     if name in TRAINED:
         wanted = _cell("markdown", box_source(TRAINED[name]), BOX_TAG)

@@ -12,6 +12,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # book_version, also when a test loads this file by path
 
 PAGE = "book/status"  # docname in the staged sources (added to the staged _toc.yml's back matter)
 
@@ -65,8 +66,14 @@ def committed_table(root: pathlib.Path) -> list[str]:
     return lines
 
 
-def render(runs: list[dict], notebooks: list[pathlib.Path], machine: dict | None, results_root: pathlib.Path) -> str:
-    """The status page as MyST markdown."""
+def render(runs: list[dict], notebooks: list[pathlib.Path], machine: dict | None, results_root: pathlib.Path,
+           version: str | None = None) -> str:
+    """The status page as MyST markdown; ``version`` is the book's version line (scripts/book_version.py's
+    describe() when not given)."""
+    if version is None:
+        import book_version
+
+        version = book_version.describe()
     if runs:
         m = machine or {}
         where = (f"This build executed every chapter with papermill, at the profile shown, on "
@@ -78,6 +85,8 @@ def render(runs: list[dict], notebooks: list[pathlib.Path], machine: dict | None
                  "reproduced by re-executing them.")
     return "\n".join([
         "# Execution status", "",
+        f"**Version.** {version}. How to cite it, and how to get an older version: see "
+        "[How to run](how_to_run.md).", "",
         where, "",
         *chapter_table(runs, notebooks), "",
         "## Committed medium and full results", "",

@@ -16,8 +16,11 @@ def test_every_chapter_is_current(capsys):
 
 def test_install_cell_uses_the_configured_repository_and_is_first():
     assert cc.repository_url() == "https://github.com/energylab-book/energylab"
+    import energylab
+
+    # the book's own version (its git tag), not the moving main branch
     assert cc.install_source().endswith('%pip install -q "energylab[book] @ git+https://github.com/energylab-book/'
-                                        'energylab"')
+                                        f'energylab@v{energylab.__version__}"')
     for path in cc.chapters():
         nb = json.loads(path.read_text())
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
@@ -36,5 +39,10 @@ def test_update_inserts_replaces_and_is_idempotent():
     stale = json.loads(json.dumps(new))
     stale["cells"][1]["source"] = ["old"]
     assert cc.update(stale, "05_expressive_attention.ipynb") == new
+    executed = json.loads(json.dumps(new))  # a committed install cell: only its source may change
+    executed["cells"][2].update(id="abc123", execution_count=1, source=["old install line"])
+    refreshed = cc.update(executed, "05_expressive_attention.ipynb")["cells"][2]
+    assert refreshed["id"] == "abc123" and refreshed["execution_count"] == 1 and refreshed["outputs"] == []
+    assert "".join(refreshed["source"]) == cc.install_source()
     untrained = cc.update(new, "01_free_energy.ipynb")  # a chapter that trains nothing loses a stray box
     assert [c["metadata"].get("tags") for c in untrained["cells"]] == [None, [cc.INSTALL_TAG], ["parameters"]]

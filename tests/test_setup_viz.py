@@ -21,6 +21,31 @@ def test_setup_notebook_is_reproducible():
     assert pio.renderers.default == viz.RENDERER_NAME
 
 
+def test_torch_warning_about_its_own_scripting_is_silenced_for_that_import_only(tmp_path, monkeypatch):
+    import sys
+    import warnings
+
+    from energylab import _setup
+
+    # a stand-in for torch._decomp.decompositions_for_jvp under torch 2.14: it warns when imported
+    (tmp_path / "warns_on_import.py").write_text(
+        "import warnings\nwarnings.warn('`torch.jit.script` is deprecated. Please switch', FutureWarning)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "warns_on_import", raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = _setup.import_quietly("warns_on_import", _setup._TORCH_SCRIPTS_ITSELF[1])
+        assert module.__name__ == "warns_on_import" and caught == []
+        warnings.warn("`torch.jit.script` is deprecated. Please switch", FutureWarning)  # the reader's own call
+    assert len(caught) == 1
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    assert _setup._torch_at_least(2, 14) and not _setup._torch_at_least(2, 15)
+    monkeypatch.setattr(_setup, "_TORCH_SCRIPTS_ITSELF", ("no_such_module_here", "x"))
+    energylab.setup_notebook(0)  # a torch >= 2.14 without that module still sets up
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    assert not _setup._torch_at_least(2, 14)
+
+
 def test_choose_device():
     assert energylab.choose_device("cpu").type == "cpu"
     assert energylab.choose_device("auto").type in {"cpu", "cuda", "mps"}
