@@ -98,5 +98,27 @@ def causes_claims(causes: Results) -> dict[str, bool]:
     }
 
 
+def figures_claims(figures: Results) -> dict[str, bool]:
+    """Section 5.9: the paper's other N16 experiments with the loss summed over d: ``results/nt/figures.json``."""
+    rows = finals(figures)
+    mix = "N16T2+T2S-32"
+    halves = [figures.final[f"{mix}/{m}/acc_{v}_mean"] for m in MECHANISMS for v in ("NT", "NT-S")]
+    return {
+        "N16T2-32: no plateau near 0.55, both seed means pass 0.7 by epoch 500":
+            all(seed_mean(figures, "N16T2-32", m)[500] > 0.7 for m in MECHANISMS),
+        "N16T2-32: every EA seed solves it; DPA's mean ends above 0.99, but not every DPA seed solves it":
+            rows["N16T2-32/EA"]["solved"] == 8 and rows["N16T2-32/DPA"]["acc_mean"] > 0.99
+            and rows["N16T2-32/DPA"]["solved"] < 8,
+        "N16T2-52: every EA seed ends above every DPA seed, and no DPA seed solves it":
+            compare(figures, "N16T2-52") == "ahead" and rows["N16T2-52/DPA"]["solved"] == 0,
+        "N16T5-64: neither mechanism passes 0.2 in 2,000 epochs":
+            max(rows[f"N16T5-64/{m}"]["acc_max"] for m in MECHANISMS) < 0.2,
+        "the N16T2 + N16T2-S mixture: both mechanisms learn both halves above 0.9 (the paper: DPA about 0.34 on NT)":
+            min(halves) > 0.9,
+        "NT-R at N_con 64: every DPA seed ends above every EA seed (the paper: EA 98.8%, DPA 0.36)":
+            compare(figures, "N16T2R-64") == "behind" and rows["N16T2R-64/DPA"]["acc_mean"] > 0.95,
+    }
+
+
 __all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare",
-           "long_claims", "causes_claims"]
+           "long_claims", "causes_claims", "figures_claims"]
