@@ -2,7 +2,8 @@
 
 Each module ``energylab.experiments.<name>`` provides
 
-- ``Config``: a dataclass with a comment per default (it has at least ``device`` and ``seed`` fields);
+- ``Config``: a dataclass with a comment per default; it has a ``device`` field, and ``seed`` (one model) or
+  ``seeds`` (one model per seed);
 - ``PROFILES``: ``{"quick": Config(...), "full": Config(...)}`` — quick runs in a notebook cell on a laptop CPU,
   full is the paper's scale (../shared/papers/NOTES.md) for a GPU;
 - ``COST``: ``{"quick": "...", "full": "..."}`` — a human estimate of each profile's cost, shown by
@@ -78,7 +79,9 @@ def get_config(name: str, profile: str = "quick", **overrides):
     fields = {f.name for f in dataclasses.fields(config)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(f"unknown config field(s) {unknown} for experiment {name!r}; valid: {sorted(fields)}")
+        hint = ("; it trains one model per entry of 'seeds', e.g. --set seeds=[3] (seeds=(3,))"
+                if "seed" in unknown and "seeds" in fields else "")
+        raise ValueError(f"unknown config field(s) {unknown} for experiment {name!r}{hint}; valid: {sorted(fields)}")
     hints = typing.get_type_hints(type(config))
     checked = {}
     for key, value in overrides.items():

@@ -63,7 +63,6 @@ class Config:
     amp: bool = False  # bf16 autocast on CUDA
     checkpoint_every: int = 0  # steps between checkpoints in out_dir (0: only at the end of each seed)
     device: str = "auto"  # "auto", "cpu", "cuda", ...
-    seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
     progress: bool = True  # progress bars
     regulariser: str = "none"  # "none", "spectral", "e-multi" or "e-single" (energylab.models.regularisers)
     reg_weight: float = 0.0  # weight w of the regulariser: loss = CE + w · R (0: off)
