@@ -19,10 +19,10 @@ import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
                "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
-               "committed", "results", "energy_layer", "baselines"}
+               "committed", "results", "energy_layer", "baselines", "notebook"}
 # function name -> the module that defines it
-_FUNCTIONS = {**dict.fromkeys(("choose_device", "format_error", "seed_everything", "setup_notebook"), "_setup"),
-              "derive": "energy_layer"}
+_FUNCTIONS = {**dict.fromkeys(("choose_device", "format_error", "seed_everything"), "_setup"),
+              "setup_notebook": "notebook", "derive": "energy_layer"}
 
 
 def __getattr__(name):

@@ -26,6 +26,7 @@ class Config:
 
 PROFILES = {"quick": Config(), "full": Config(steps=30)}
 COST = {"quick": "instant", "full": "instant"}
+CHAPTER = "10_design_your_own"  # a toy has no chapter; `list` needs one to show
 INTERRUPT = {"at": -1}  # the toy raises KeyboardInterrupt after this step, as Ctrl-C would (-1 = never)
 
 
@@ -248,4 +249,4 @@ def test_module_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "energylab", "list"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
     for name in ("nt", "lis", "attractor", "hopfield"):
-        assert {"quick", "full"} <= {line.split()[1] for line in proc.stdout.splitlines() if line.split()[:1] == [name]}
+        assert {"quick", "full"} <= {line.split()[2] for line in proc.stdout.splitlines() if line.split()[:1] == [name]}

@@ -33,6 +33,9 @@ from energylab.tasks import images as im
 from energylab.train import TrainConfig, train
 
 
+CHAPTER = "07_attractor_networks"  # the chapter that trains it: notebooks/07_attractor_networks.ipynb
+
+
 @dataclass
 class Config:
     """One run of the chapter's experiment. Defaults are the quick profile."""
@@ -375,6 +378,6 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     return res
 
 
-__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "corrupt_test", "train_bare", "train_block",
+__all__ = ["Config", "PROFILES", "COST", "CHAPTER", "run", "load_data", "corrupt", "corrupt_test", "train_bare", "train_block",
            "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
            "claims", "decide_table"]

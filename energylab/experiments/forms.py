@@ -35,6 +35,9 @@ from energylab.train import TrainConfig, train
 LAYERS = D.LAYER_NAMES
 
 
+CHAPTER = "10_design_your_own"  # the chapter that trains it: notebooks/10_design_your_own.ipynb
+
+
 @dataclass
 class Config:
     layers: tuple[str, ...] = LAYERS  # every trainable form that fits the looped block (see the docstring)

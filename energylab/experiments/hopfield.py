@@ -34,7 +34,10 @@ from energylab.forms import hopfield as hf
 from energylab.results import Results, claim_run_dir, config_record, load_checkpoint, save_checkpoint
 from energylab.tasks import images as im
 
-__all__ = ["Config", "PROFILES", "COST", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]
+__all__ = ["Config", "PROFILES", "COST", "CHAPTER", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]
+
+
+CHAPTER = "03_hopfield_memories"  # the chapter that trains it: notebooks/03_hopfield_memories.ipynb
 
 
 @dataclass

@@ -35,6 +35,9 @@ from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare, scaling, trend
 
 
+CHAPTER = "08_hyperset"  # the chapter that trains it: notebooks/08_hyperset.ipynb
+
+
 @dataclass
 class Config:
     dataset: str = "digits"  # "digits" (bundled with scikit-learn), "cifar10" or "cifar100" (torchvision download)

@@ -25,6 +25,9 @@ from energylab.tasks import nt as tasks
 from energylab.train import TrainConfig
 
 
+CHAPTER = "05_expressive_attention"  # the chapter that trains it: notebooks/05_expressive_attention.ipynb
+
+
 @dataclass(frozen=True)
 class NTRun:
     """One task of the suite at one context length."""

@@ -35,6 +35,9 @@ from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare
 
 
+CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
+
+
 @dataclass
 class Config:
     # specs "layer[:<H>h][+regulariser]": ":1h" trains that model with H heads instead of ``heads``
