@@ -34,7 +34,6 @@ from energylab.tasks import sudoku as tasks
 from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare
 
-
 CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
 
 
