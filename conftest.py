@@ -4,18 +4,13 @@
    instructions on every x86-64 processor, set here before torch is imported and inherited by the notebook
    kernels nbval starts. ``pytest --emulate-other-processor`` also lowers the instruction sets of the libraries
    left unpinned, as another processor would: the committed outputs must still match.
-2. A stated tolerance for the few cells whose numbers come out of training (a cell holding the line
-   ``# NBVAL_TOLERANCE rtol=R atol=A`` followed by a comment saying why): every number in its outputs, printed or
-   plotted, may differ from the committed one by ``atol + rtol * |committed|``; the text around the numbers must
-   match exactly. The claims such cells support are asserted by tests across seeds.
-3. A summary line: how many cells nbval compared exactly, within a tolerance, and not at all.
+2. A summary line: how many cells nbval compared (exactly) and how many it did not.
 """
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(HERE, "tests")]
-import nbval_tolerance  # noqa: E402
+sys.path.insert(0, HERE)  # the library of this checkout
 
 from energylab import portable  # noqa: E402 - torch-free; must run before torch is imported
 
@@ -23,7 +18,7 @@ _EMULATE = "--emulate-other-processor" in sys.argv
 portable.pin_environment(emulate_other=_EMULATE)
 os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
-_COUNTS = {"exact": 0, "tolerance": 0, "ignored": 0}
+_COUNTS = {"exact": 0, "ignored": 0}
 
 
 def pytest_addoption(parser):
@@ -32,28 +27,18 @@ def pytest_addoption(parser):
                           "(energylab.portable.EMULATED_OTHER_PROCESSOR) to check outputs do not depend on them")
 
 
-def pytest_configure(config):
-    plugin = sys.modules.get("nbval.plugin")
-    if plugin is not None:
-        nbval_tolerance.install(plugin.IPyNbCell)
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if type(item).__name__ != "IPyNbCell":
             continue
         if not item.options.get("check") or item.options.get("skip"):
             _COUNTS["ignored"] += 1
-        elif nbval_tolerance.tolerance_of(item.cell.source) is not None:
-            _COUNTS["tolerance"] += 1
         else:
             _COUNTS["exact"] += 1
 
 
 def pytest_terminal_summary(terminalreporter):
     if any(_COUNTS.values()):
-        compared = _COUNTS["exact"] + _COUNTS["tolerance"]
         where = " (emulating another processor)" if _EMULATE else ""
-        terminalreporter.write_line(
-            f"nbval{where}: {compared} cells compared ({_COUNTS['exact']} exactly, {_COUNTS['tolerance']} within a "
-            f"stated tolerance), {_COUNTS['ignored']} not compared (NBVAL_IGNORE_OUTPUT)")
+        terminalreporter.write_line(f"nbval{where}: {_COUNTS['exact']} cells compared exactly, {_COUNTS['ignored']} "
+                                    f"not compared (NBVAL_IGNORE_OUTPUT)")

@@ -11,15 +11,18 @@ forms, models and notebooks; viz and train serve notebooks.
 Every submodule is imported on first attribute access, so ``import energylab.portable`` (the environment pins,
 which must be set before torch loads) imports no torch, and ``viz``/``experiments`` pull in plotly and the
 training engine only when used. ``catalog`` is the one exception to a plain import: it first imports ``forms``,
-whose family modules register every form into it (see :mod:`energylab.catalog`). ``derive`` is a callable
-module: ``energylab.derive(energy)`` builds a layer (see :mod:`energylab.derive`).
+whose family modules register every form into it (see :mod:`energylab.catalog`; the catalog itself may not import
+a family, tests/test_layout.py). A few functions are served from their modules: ``energylab.derive(energy)``
+builds a layer (:func:`energylab.energy_layer.derive`), ``energylab.setup_notebook(seed)`` prepares a chapter.
 """
 import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
                "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
-               "committed", "results", "derive", "baselines"}
-_FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
+               "committed", "results", "energy_layer", "baselines", "notebook"}
+# function name -> the module that defines it
+_FUNCTIONS = {**dict.fromkeys(("choose_device", "format_error", "seed_everything"), "_setup"),
+              "setup_notebook": "notebook", "derive": "energy_layer"}
 
 
 def __getattr__(name):
@@ -27,8 +30,8 @@ def __getattr__(name):
         if name == "catalog":  # the registry is complete once every family module has registered its forms
             importlib.import_module("energylab.forms")
         return importlib.import_module(f"energylab.{name}")
-    if name in _FROM_SETUP:
-        return getattr(importlib.import_module("energylab._setup"), name)
+    if name in _FUNCTIONS:
+        return getattr(importlib.import_module(f"energylab.{_FUNCTIONS[name]}"), name)
     raise AttributeError(f"module 'energylab' has no attribute {name!r}")
 
 
@@ -36,7 +39,7 @@ def __dir__():
     return sorted(__all__)
 
 
-__all__ = [*sorted(_SUBMODULES), *sorted(_FROM_SETUP)]
+__all__ = [*sorted(_SUBMODULES), *sorted(_FUNCTIONS)]
 # The book's version, its one source: pyproject.toml reads it (setuptools dynamic attr), the chapters' install
 # cell pins the git tag v<version>, and the site footer, CITATION.cff and CHANGELOG.md are checked against it.
 __version__ = "0.1.0"

@@ -1,11 +1,12 @@
 """Command line: train an experiment at any profile, or list them.
 
     python -m energylab list [--long]
-    python -m energylab run <experiment> --profile quick|full --device auto|cpu|cuda --out DIR [--resume]
+    python -m energylab run <experiment> --profile PROFILE --device auto|cpu|cuda --out DIR [--resume]
                                          [--set field=value ...] [--commit [NAME]]
     torchrun --nproc_per_node=K -m energylab run <experiment> ...   # DistributedDataParallel, one GPU per rank
 
-``run`` writes ``DIR/run.json`` (experiment and config), checkpoints and, when it has finished,
+``list`` shows each experiment's chapter, profiles (its ``PROFILES``: every experiment has quick and full) and
+cost. ``run`` writes ``DIR/run.json`` (experiment and config), checkpoints and, when it has finished,
 ``DIR/results.json``; a notebook reads the latter with ``energylab.experiments.load_or_run(name, profile,
 out_dir=DIR, **overrides)``. A fresh run refuses a DIR that already holds a run; ``--resume`` continues one only
 under the same config. Errors (bad values, divergence, Ctrl-C) print one line ``error: ...`` to stderr and exit
@@ -46,13 +47,14 @@ def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m energylab", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    listing = sub.add_parser("list", help="experiments, their profiles and estimated cost")
+    listing = sub.add_parser("list", help="experiments, their chapter, profiles and estimated cost")
     listing.add_argument("--long", action="store_true",
                          help="the whole cost text and each experiment's description, wrapped (default: one "
                          f"line per profile, cut at {LIST_WIDTH} columns)")
     run = sub.add_parser("run", help="train an experiment")
     run.add_argument("experiment")
-    run.add_argument("--profile", default="quick", help="quick (laptop CPU) or full (the paper's scale)")
+    run.add_argument("--profile", default="quick", help="one of the experiment's profiles, as `list` shows them "
+                     "(quick: a laptop CPU; full: the paper's scale)")
     run.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, ...")
     run.add_argument("--out", default=None, help="output folder (default: results/<experiment>-<profile>); "
                      "a fresh run refuses a folder that already holds a run")
@@ -152,29 +154,34 @@ LIST_WIDTH = 100  # a terminal's columns that `list` keeps to
 
 
 def format_listing(rows: list[dict], long: bool = False, width: int = LIST_WIDTH) -> str:
-    """``describe()`` rows as lines of at most ``width`` characters: experiment, profile, cost.
+    """``describe()`` rows as lines of at most ``width`` characters: experiment, chapter number, profile, cost.
 
     Short form: one line per profile, the cost cut with an ellipsis where it would pass ``width``. Long form: the
     experiment's description under its name, then every profile with its whole cost, wrapped under the cost column.
     """
     import textwrap
 
+    from energylab.experiments import chapter_number
+
     name_w = max(len("experiment"), *(len(r["experiment"]) for r in rows)) if rows else len("experiment")
     prof_w = max(len("profile"), *(len(r["profile"]) for r in rows)) if rows else len("profile")
-    indent = name_w + prof_w + 4
+    chap_w = len("chapter")
+    indent = name_w + chap_w + prof_w + 6
     room = width - indent
-    head = f"{'experiment'.ljust(name_w)}  {'profile'.ljust(prof_w)}  cost"
+    head = f"{'experiment'.ljust(name_w)}  {'chapter'.ljust(chap_w)}  {'profile'.ljust(prof_w)}  cost"
     lines = [head + ("" if long else "  (--long: all of it)"), "-" * min(width, indent + room)]
     shown = None
     for r in rows:
-        first = f"{r['experiment'].ljust(name_w)}  {r['profile'].ljust(prof_w)}  "
+        chapter = str(chapter_number(r["chapter"]))
+        first = f"{r['experiment'].ljust(name_w)}  {chapter.rjust(len('chapter'))}  {r['profile'].ljust(prof_w)}  "
         cost = " ".join(str(r["cost"]).split())
         if not long:
             lines.append(first + (cost if len(cost) <= room else cost[:room - 1].rstrip() + "…"))
             continue
         if r["experiment"] != shown and r.get("about"):
             shown = r["experiment"]
-            lines += textwrap.wrap(r["about"], width, initial_indent=f"{r['experiment']}: ",
+            lines += textwrap.wrap(f"{r['about']} (notebooks/{r['chapter']}.ipynb)", width,
+                                   initial_indent=f"{r['experiment']}: ",
                                    subsequent_indent=" " * (len(r["experiment"]) + 2), break_on_hyphens=False)
         wrapped = textwrap.wrap(cost, room, break_on_hyphens=False) or [""]
         lines.append(first + wrapped[0])

@@ -2,8 +2,8 @@
 
 The loop reads top to bottom. Per optimiser step ``s`` (0-based):
 
-1. ``batch = batches(s)`` (a callable of the step index: seeding is easy) or the next item of an iterable /
-   DataLoader (restarted every epoch);
+1. ``batch = batches(s)`` (a callable of the step index: seeding is easy, resuming exact) or the next item of an
+   iterable / DataLoader (restarted every epoch; such a run cannot resume);
 2. ``loss, metrics = loss_fn(model, batch)`` under bf16 autocast when ``config.amp`` and the device is CUDA;
 3. backward, gradient clipping, the learning rate of the schedule, ``optimizer.step()``;
 4. ``after_step(model, s)`` (e.g. rescale couplings to a fixed norm);
@@ -11,10 +11,10 @@ The loop reads top to bottom. Per optimiser step ``s`` (0-based):
    atomic checkpoint in ``out_dir`` (:mod:`energylab.results` keeps the checkpoint bookkeeping).
 
 Curves are kept in a :class:`History` indexed by the number of completed steps. ``resume=True`` continues
-from ``out_dir/checkpoint.pt`` (model, optimiser, history, RNG states, position in the data) and ends with the
-same numbers as an uninterrupted run: an iterable's current epoch is replayed from the RNG states it started
-with, up to the batches already consumed. Under ``torchrun`` (see :func:`init_distributed`) the model is wrapped
-in DistributedDataParallel and each rank trains on its slice of the global batch.
+from ``out_dir/checkpoint.pt`` (model, optimiser, history, RNG states, step) and ends with the same numbers as
+an uninterrupted run: ``batches(step)`` gives the batch of any step. Under ``torchrun`` (see
+:func:`init_distributed`) the model is wrapped in DistributedDataParallel and each rank trains on its slice of the
+global batch.
 """
 from __future__ import annotations
 
@@ -110,19 +110,18 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
         loss_fn: ``(model, batch) -> (loss, metrics)``; ``loss`` a scalar tensor to minimise, ``metrics`` a
             dict name -> number or 0-d tensor, averaged over ``log_every`` steps ("loss" is added).
         batches: ``step -> batch`` or a non-empty iterable of batches (a DataLoader, a list), iterated anew
-            every epoch; a one-shot iterator (a generator) serves one epoch only. Resume replays the current
-            epoch of an iterable from the RNG states it started with (global and the DataLoader's generator)
-            and skips the batches already consumed: exact whenever the order depends on nothing else.
-            Tensors inside the batch (also in tuples, lists, dicts) are moved to the device. Under DDP a
-            callable's batch is the global batch, split along dim 0 across ranks; an iterable must already be
-            rank-local (DistributedSampler).
+            every epoch; a one-shot iterator (a generator) serves one epoch only. Only a callable can be
+            resumed (an iterable's position is not recorded). Tensors inside the batch (also in tuples, lists,
+            dicts) are moved to the device. Under DDP a callable's batch is the global batch, split along dim 0
+            across ranks; an iterable must already be rank-local (DistributedSampler).
         config: a :class:`TrainConfig`.
         eval_fn: ``model -> metrics`` run in eval mode under ``torch.no_grad`` (``torch.enable_grad()`` inside
             still works), stored with the prefix ``"eval/"``.
         after_step: ``(model, step)`` called after every optimiser step, e.g. to project weights.
         out_dir: where checkpoints go; None = no checkpoints. A fresh run refuses a folder that already
             holds a checkpoint (it never overwrites another run): resume it, or choose another folder.
-        resume: continue from ``out_dir/checkpoint.pt`` if it exists (else start fresh); it must have been
+        resume: continue from ``out_dir/checkpoint.pt`` if it exists (else start fresh; ``batches`` must be a
+            callable); it must have been
             written under the same ``config`` (``device``, ``progress``, ``compile`` and ``checkpoint_every``
             may differ) and the same ``identity``.
         identity: JSON-able data that, with ``config``, identifies the run (e.g. the experiment's config
@@ -139,6 +138,9 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
     device = _rank_device(config.device, rank, world)
     if resume and out_dir is None:
         raise ValueError("resume=True needs an out_dir holding the checkpoint")
+    if resume and not callable(batches):
+        raise ValueError("resume=True needs batches as a callable step -> batch (an iterable's position is not "
+                         "recorded): pass batches(step), e.g. a seeded permutation per epoch")
     found = out_dir is not None and claim_run_dir(out_dir, resume)
     ident = run_identity(config, identity)
     seed_everything(config.seed)
@@ -152,8 +154,6 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
         optimizer.load_state_dict(state["optimizer"])
         history, window, start = History.from_dict(state["history"]), state["window"], state["step"]
         set_rng_state(state["rng"])
-        if isinstance(feed, Feed):
-            feed.resume_from(state.get("data"), state["path"])
     saved = start
     net = _wrap(model, config, device, world)
     amp = (torch.autocast("cuda", dtype=torch.bfloat16) if config.amp and device.type == "cuda"
@@ -189,8 +189,7 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
         if out_dir is not None and due(config.checkpoint_every, done, total):
             save_checkpoint(out_dir, {"step": done, "model": model.state_dict(),
                                       "optimizer": optimizer.state_dict(), "history": history.to_dict(),
-                                      "window": dict(window), "rng": get_rng_state(), "identity": ident,
-                                      "data": feed.state() if isinstance(feed, Feed) else None})
+                                      "window": dict(window), "rng": get_rng_state(), "identity": ident})
             saved = done
         bar.update(1)
         if bar.disable is False and (done == total or bar.n % max(1, total // 200) == 0):

@@ -150,7 +150,9 @@ def publish_reader_notebooks(html: pathlib.Path) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--execute", action="store_true", help="re-execute notebooks with papermill first")
-    parser.add_argument("--profile", default="quick", choices=["quick", "full"])
+    from energylab.experiments import common_profiles  # the profiles every chapter's experiments define
+
+    parser.add_argument("--profile", default="quick", choices=common_profiles())
     parser.add_argument("--no-pdf", action="store_true",
                         help="do not print the whole book to _build/html/energylab.pdf")
     args = parser.parse_args(argv)

@@ -23,16 +23,17 @@ sys.path.insert(0, str(ROOT))
 
 INSTALL_TAG = "install-energylab"
 BOX_TAG = "run-this-chapter"
-# chapter file -> the experiments it trains (energylab.experiments.EXPERIMENTS names), in the order it shows them
-TRAINED = {
-    "03_hopfield_memories.ipynb": ("hopfield",),
-    "04_newton_attention.ipynb": ("lis",),
-    "05_expressive_attention.ipynb": ("nt",),
-    "07_attractor_networks.ipynb": ("attractor",),
-    "08_hyperset.ipynb": ("hyperset", "sudoku"),
-    "09_jacobians.ipynb": ("recurrent",),
-    "10_design_your_own.ipynb": ("forms",),
-}
+
+
+def trained() -> dict[str, tuple[str, ...]]:
+    """chapter file -> the experiments it trains: those whose ``CHAPTER`` names it, in the registry's order."""
+    from energylab.experiments import EXPERIMENTS, get_experiment
+
+    out: dict[str, tuple[str, ...]] = {}
+    for name in EXPERIMENTS:
+        chapter = get_experiment(name).CHAPTER + ".ipynb"
+        out[chapter] = out.get(chapter, ()) + (name,)
+    return out
 
 
 def repository_url() -> str:
@@ -112,8 +113,9 @@ def update(nb: dict, name: str) -> dict:
         # committed run stay valid without re-executing the chapter
         cells[install]["source"] = install_source().splitlines(keepends=True)
     box = _tagged(nb, BOX_TAG)
-    if name in TRAINED:
-        wanted = _cell("markdown", box_source(TRAINED[name]), BOX_TAG)
+    experiments = trained().get(name)
+    if experiments:
+        wanted = _cell("markdown", box_source(experiments), BOX_TAG)
         if box is None:
             cells.insert(1, wanted)  # right after the title cell
         elif "".join(cells[box]["source"]) != "".join(wanted["source"]):

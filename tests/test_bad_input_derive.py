@@ -3,7 +3,7 @@ not differentiable or raise; empty batches; 16-bit inputs; steps that return NaN
 import pytest
 import torch
 
-from energylab import derive as D
+from energylab import energy_layer as D
 from energylab import jacobians as J
 
 F64 = torch.float64

@@ -26,6 +26,7 @@ class Config:
 
 PROFILES = {"quick": Config(), "full": Config(steps=30)}
 COST = {"quick": "instant", "full": "instant"}
+CHAPTER = "10_design_your_own"  # a toy has no chapter; `list` needs one to show
 INTERRUPT = {"at": -1}  # the toy raises KeyboardInterrupt after this step, as Ctrl-C would (-1 = never)
 
 
@@ -207,6 +208,10 @@ def test_nt_eval_every_zero_evaluates_at_start_and_end_only():
     (["run", "toy", "--profile", "huge"], "unknown profile 'huge' .* valid profiles: quick, full"),
     (["run", "toy", "--set", "epochz=3"], r"unknown config field\(s\) \['epochz'\]"),
     (["run", "toy", "--out", "/dev/null/x"], "not writable"),
+    # experiments that train one model per seed have no `seed` field: the error says which field to set
+    (["run", "sudoku", "--set", "seed=3"], r"\['seed'\] for experiment 'sudoku'; it trains one model per entry of "
+                                          r"'seeds', e\.g\. --set seeds=\[3\]"),
+    (["run", "forms", "--set", "seed=3"], r"\['seed'\] for experiment 'forms'; it trains one model per entry of"),
 ])
 def test_cli_errors_list_valid_choices(toy, capsys, argv, msg):
     assert main(argv) == 2
@@ -234,7 +239,8 @@ def test_every_experiment_follows_the_convention():
         assert dataclasses.is_dataclass(module.Config) and not hasattr(module.Config, "preset"), name
         assert {"quick", "full"} <= set(module.PROFILES) == set(module.COST), name  # medium and variants may follow
         assert all(type(c) is module.Config for c in module.PROFILES.values()), name
-        assert {"seed", "device"} <= {f.name for f in dataclasses.fields(module.Config)}, name
+        fields = {f.name for f in dataclasses.fields(module.Config)}
+        assert "device" in fields and fields & {"seed", "seeds"}, name
         assert list(inspect.signature(module.run).parameters) == ["config", "out_dir", "resume"], name
         assert typing.get_type_hints(module.run)["return"] is Results, name
 
@@ -243,4 +249,4 @@ def test_module_entry_point_runs():
     proc = subprocess.run([sys.executable, "-m", "energylab", "list"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0
     for name in ("nt", "lis", "attractor", "hopfield"):
-        assert {"quick", "full"} <= {line.split()[1] for line in proc.stdout.splitlines() if line.split()[:1] == [name]}
+        assert {"quick", "full"} <= {line.split()[2] for line in proc.stdout.splitlines() if line.split()[:1] == [name]}

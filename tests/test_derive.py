@@ -8,7 +8,7 @@ from torch import nn
 
 import energylab
 from energylab import catalog
-from energylab.derive import EnergyLayer, derive
+from energylab.energy_layer import EnergyLayer, derive
 from energylab.forms import free_energy as fe
 from energylab.forms import newton as nf
 from energylab.models.derived import CauchyEnergy
@@ -184,11 +184,12 @@ def test_bad_arguments_are_named():
         derive(lambda x: (x[:, 0] ** 2).sum(), kind="newton", damping=0.0).update(torch.randn(2, 2))
 
 
-# ----------------------------------------------------------------------------- energylab.derive is callable
-def test_energylab_derive_is_callable_whichever_import_comes_first():
+# ----------------------------------------------------------------------------- energylab.derive is the function
+def test_energylab_derive_is_the_function_whichever_import_comes_first():
     layer = energylab.derive(lambda x: x.pow(2).sum())
-    assert isinstance(layer, EnergyLayer)
-    for first in ("import energylab.derive", "from energylab.derive import EnergyLayer", "import energylab"):
+    assert isinstance(layer, EnergyLayer) and energylab.derive is derive
+    for first in ("import energylab.energy_layer", "from energylab.energy_layer import EnergyLayer",
+                  "import energylab"):
         code = (f"{first}\nimport energylab, torch\nfrom energylab import derive\n"
                 "L = energylab.derive(lambda x: x.pow(2).sum(), step=0.25)\n"
                 "print(float(L(torch.ones(2)).sum()), type(derive(lambda x: x.sum())).__name__)")

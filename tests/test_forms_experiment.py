@@ -6,7 +6,7 @@ import torch
 
 from energylab.bench import SECTIONS
 from energylab.bench import derive as bench
-from energylab.derive import derive
+from energylab.energy_layer import derive
 from energylab.experiments import EXPERIMENTS, forms, get_config
 from energylab.models import count_parameters
 from energylab.models import derived as D

@@ -1,12 +1,11 @@
 """The machinery that makes committed notebook outputs the same on every processor: environment pins, figure
-rounding, the nbval tolerance for trained-model cells, and the clean-up of executed notebooks."""
+rounding, and the clean-up of executed notebooks."""
 import json
 import pathlib
 import subprocess
 import sys
 
 import nbformat
-import nbval_tolerance
 import pytest
 
 from energylab import portable
@@ -39,32 +38,6 @@ def test_pins_reach_a_child_process():
     code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "DEFAULT"
-
-
-def test_tolerance_marker_parsing():
-    assert nbval_tolerance.tolerance_of("x = 1\n# NBVAL_TOLERANCE rtol=0.1 atol=0.02\n# why\n") == (0.1, 0.02)
-    assert nbval_tolerance.tolerance_of("# NBVAL_TOLERANCE rtol=0.1\n") is None
-    assert nbval_tolerance.tolerance_of("print(1)") is None
-
-
-@pytest.mark.parametrize("test, ref, expected", [
-    ("acc 0.6877 loss 1.25", "acc 0.6760 loss 1.24", "acc 0.6760 loss 1.24"),  # both within tolerance
-    ("acc 0.9000 loss 1.25", "acc 0.6760 loss 1.24", "acc 0.9000 loss 1.24"),  # 0.9 is outside: kept
-    ("acc 0.6877 (EA)", "acc 0.6760 (DPA)", "acc 0.6877 (EA)"),  # text differs: left for nbval to report
-    ("1 2 3", "1 2", "1 2 3"),  # another count of numbers
-    ("1e-05", "1.02e-05", "1.02e-05"),
-])
-def test_snap_numbers_strings(test, ref, expected):
-    assert nbval_tolerance.snap_numbers(test, ref, rtol=0.05, atol=0.02) == expected
-
-
-def test_snap_numbers_json():
-    ref = {"data": [{"y": [0.5, 0.7, 3], "name": "EA"}]}
-    close = {"data": [{"y": [0.51, 0.69, 3], "name": "EA"}]}
-    far = {"data": [{"y": [0.51, 0.2, 3], "name": "EA"}]}
-    assert nbval_tolerance.snap_numbers(close, ref, 0.0, 0.02) == ref
-    assert nbval_tolerance.snap_numbers(far, ref, 0.0, 0.02) == {"data": [{"y": [0.5, 0.2, 3], "name": "EA"}]}
-    assert nbval_tolerance.snap_numbers({"a": 1}, {"b": 1}, 1.0, 1.0) == {"a": 1}
 
 
 def test_book_renderer_rounds_away_the_last_bits():
@@ -122,11 +95,11 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
 def test_every_uncompared_cell_says_why(nb):
-    # a cell whose output nbval does not compare (or compares loosely) states the reason on the next line
+    # a cell whose output nbval does not compare states the reason on the next line
     for cell in json.loads(nb.read_text())["cells"]:
         lines = "".join(cell["source"]).splitlines()
         for i, line in enumerate(lines):
-            if line.strip() == "# NBVAL_IGNORE_OUTPUT" or line.startswith("# NBVAL_TOLERANCE"):
+            if line.strip() == "# NBVAL_IGNORE_OUTPUT":
                 nxt = lines[i + 1] if i + 1 < len(lines) else ""
                 assert nxt.startswith("# ") and len(nxt) > 12, f"{nb.name}: '{line}' must be followed by '# why ...'"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from energylab.bench import median_time
-from energylab.derive import derive
+from energylab.energy_layer import derive
 from energylab.models.derived import ENERGIES
 
 

@@ -2,12 +2,19 @@
 
 Each module ``energylab.experiments.<name>`` provides
 
-- ``Config``: a dataclass with a comment per default (it has at least ``device`` and ``seed`` fields);
+- ``Config``: a dataclass with a comment per default; it has a ``device`` field, and ``seed`` (one model) or
+  ``seeds`` (one model per seed);
 - ``PROFILES``: ``{"quick": Config(...), "full": Config(...)}`` — quick runs in a notebook cell on a laptop CPU,
-  full is the paper's scale (../shared/papers/NOTES.md) for a GPU;
+  full is the paper's scale (../shared/papers/NOTES.md) for a GPU; medium and others may follow. These dicts are
+  the one declaration of the profiles: :func:`common_profiles` (what every chapter can run at) derives from them;
+- ``CHAPTER``: the stem of the chapter notebook that trains it, ``notebooks/<CHAPTER>.ipynb`` (its "Run this
+  chapter" box lists it; ``python -m energylab list`` shows it);
 - ``COST``: ``{"quick": "...", "full": "..."}`` — a human estimate of each profile's cost, shown by
   ``python -m energylab list``;
-- ``run(config, out_dir=None, resume=False) -> energylab.results.Results``.
+- ``run(config, out_dir=None, resume=False) -> energylab.results.Results``: with ``out_dir`` each model it
+  trains checkpoints in a subfolder of its own (hopfield, which trains nothing: each finished row of its grid), and
+  ``resume`` continues the unfinished ones and reuses the finished ones, with the numbers of one uninterrupted run
+  (tests/test_experiments_resume.py, tests/test_sudoku_looped.py).
 
 ``python -m energylab run <name> --profile full --device cuda --out DIR`` trains and writes ``DIR/results.json``;
 a notebook reads it back with :func:`load_or_run` instead of training. A run folder holds one run: its config is
@@ -39,15 +46,16 @@ from energylab.results import (
 )
 from energylab.train import check_device
 
-# experiment name -> module that implements it (imported on first use); each experiment's owner adds one line
+# experiment name -> module that implements it (imported on first use); each experiment's owner adds one line.
+# A chapter's "Run this chapter" box lists its experiments in this order (scripts/chapter_cells.py)
 EXPERIMENTS = {
     "nt": "energylab.experiments.nt",  # paper 001: DPA vs expressive attention on the NT delayed-addition tasks
     # paper 000: MHA vs MHA2nd1st (with/without FFN) on the longest increasing subsequence
     "lis": "energylab.experiments.lis",
     "attractor": "energylab.experiments.attractor",  # paper 002: bare self-attention trained as an attractor net
     "hopfield": "energylab.experiments.hopfield",  # Ramsauer et al.: retrieval of stored digits against P and beta
-    "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
     "hyperset": "energylab.experiments.hyperset",  # paper 004: Hyper-SET vs Transformer on images, and ablations
+    "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
     "recurrent": "energylab.experiments.recurrent",  # paper 003: ItrSA vs AKOrN, Lyapunov exponents, pseudo-energy
     "forms": "energylab.experiments.forms",  # every trainable form (and derived ones) on 4x4 Sudoku, one budget
 }
@@ -78,7 +86,9 @@ def get_config(name: str, profile: str = "quick", **overrides):
     fields = {f.name for f in dataclasses.fields(config)}
     unknown = sorted(set(overrides) - fields)
     if unknown:
-        raise ValueError(f"unknown config field(s) {unknown} for experiment {name!r}; valid: {sorted(fields)}")
+        hint = ("; it trains one model per entry of 'seeds', e.g. --set seeds=[3] (seeds=(3,))"
+                if "seed" in unknown and "seeds" in fields else "")
+        raise ValueError(f"unknown config field(s) {unknown} for experiment {name!r}{hint}; valid: {sorted(fields)}")
     hints = typing.get_type_hints(type(config))
     checked = {}
     for key, value in overrides.items():
@@ -136,15 +146,27 @@ def _type_name(hint) -> str:
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
 
 
+def common_profiles() -> tuple[str, ...]:
+    """The profiles every registered experiment defines, in the first experiment's order: the scales a chapter can
+    be executed at (``setup_notebook``'s default, ``scripts/build_book.py --profile``)."""
+    modules = [get_experiment(name) for name in EXPERIMENTS]
+    return tuple(p for p in modules[0].PROFILES if all(p in m.PROFILES for m in modules))
+
+
+def chapter_number(chapter: str) -> int:
+    """``"08_hyperset"`` -> 8: the number in a chapter notebook's name."""
+    return int(chapter.split("_", 1)[0])
+
+
 def describe() -> list[dict]:
-    """One row per experiment and profile: name, profile, estimated cost, one-line description."""
+    """One row per experiment and profile: name, chapter, profile, estimated cost, one-line description."""
     rows = []
     for name in sorted(EXPERIMENTS):
         module = get_experiment(name)
         summary = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
         for profile in module.PROFILES:
-            rows.append({"experiment": name, "profile": profile, "cost": module.COST.get(profile, "?"),
-                         "about": summary})
+            rows.append({"experiment": name, "chapter": module.CHAPTER, "profile": profile,
+                         "cost": module.COST.get(profile, "?"), "about": summary})
     return rows
 
 

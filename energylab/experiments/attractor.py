@@ -32,6 +32,8 @@ from energylab.results import History, Results, config_record
 from energylab.tasks import images as im
 from energylab.train import TrainConfig, train
 
+CHAPTER = "07_attractor_networks"  # the chapter that trains it: notebooks/07_attractor_networks.ipynb
+
 
 @dataclass
 class Config:
@@ -375,6 +377,6 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     return res
 
 
-__all__ = ["Config", "PROFILES", "COST", "run", "load_data", "corrupt", "corrupt_test", "train_bare", "train_block",
-           "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
+__all__ = ["Config", "PROFILES", "COST", "CHAPTER", "run", "load_data", "corrupt", "corrupt_test", "train_bare",
+           "train_block", "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
            "claims", "decide_table"]

@@ -17,6 +17,7 @@ busy machine, came out 7-10x slower than later layers), interleaving removes the
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ from energylab.results import Results, config_record
 from energylab.train import TrainConfig, train
 
 LAYERS = D.LAYER_NAMES
+
+
+CHAPTER = "10_design_your_own"  # the chapter that trains it: notebooks/10_design_your_own.ipynb
 
 
 @dataclass
@@ -55,8 +59,8 @@ class Config:
     seeds: tuple[int, ...] = (0, 1, 2)  # 3 seeds per form (model init and batch order)
     timing_steps: int = 5  # training steps per layer and round of the interleaved timing (3 rounds, median)
     data_seed: int = 0  # seed of the generated boards
+    checkpoint_every: int = 0  # steps between checkpoints in out_dir (0: only at the end of each layer and seed)
     device: str = "auto"  # "auto", "cpu", "cuda", ...
-    seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
     progress: bool = False  # progress bars (33 short runs: off)
 
 
@@ -85,8 +89,10 @@ def make_model(config: Config, layer: str) -> LoopedModel:
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train every layer of ``config.layers`` for every seed under one budget; accuracy, parameters, time ratio.
 
-    ``out_dir``/``resume`` are accepted for the registry's signature; the runs are short and keep no
-    checkpoints (``out_dir`` receives nothing but what the caller saves).
+    ``out_dir``: each (layer, seed) checkpoints in ``out_dir/<layer>/seed<s>``; ``resume`` continues the
+    unfinished ones and reloads the finished ones (the medium profile is 33 runs, 1.5 h). ``seconds_per_step``
+    of a run counts the steps trained by this call (None for a run that had finished before); the summary's
+    time ratios come from :func:`time_per_step`, measured afresh.
     """
     if config.baseline not in config.layers:
         raise ValueError(f"baseline {config.baseline!r} must be one of the layers {config.layers}")
@@ -108,10 +114,13 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             train_cfg = TrainConfig(
                 steps=config.steps, optimizer="adamw", lr=config.lr, schedule="cosine",
                 warmup_steps=config.warmup_steps, grad_clip=config.grad_clip, log_every=max(1, config.steps // 10),
-                device=str(device), seed=s, progress=config.progress)
+                checkpoint_every=config.checkpoint_every, device=str(device), seed=s, progress=config.progress)
+            trained = []  # the steps this call trains (a resumed run skips the ones in its checkpoint)
             t0 = time.process_time()
-            history = train(model, blank_loss, batches, train_cfg, identity=config_record(config))
-            seconds = (time.process_time() - t0) / config.steps
+            history = train(model, blank_loss, batches, train_cfg, after_step=lambda m, step: trained.append(step),
+                            out_dir=None if out_dir is None else os.path.join(out_dir, layer, f"seed{s}"),
+                            resume=resume, identity=config_record(config))
+            seconds = (time.process_time() - t0) / len(trained) if trained else None
             results.histories[f"{layer}/seed{s}"] = history
             acc = test_time(model, test_data, (config.iterations,))[config.iterations]
             rows.append({"layer": layer, "seed": s, "cell": acc["cell"], "board": acc["board"],
@@ -160,8 +169,8 @@ def summarize(rows: list[dict], baseline: str, timing: dict[str, float] | None =
     the time per step over the baseline's: from ``timing`` (:func:`time_per_step`) when given, else the median
     of the runs' own times."""
     layers = list(dict.fromkeys(r["layer"] for r in rows))
-    median_time = timing or {name: statistics.median(r["seconds_per_step"] for r in rows if r["layer"] == name)
-                             for name in layers}
+    median_time = timing or {name: statistics.median(r["seconds_per_step"] for r in rows if r["layer"] == name
+                                                     and r["seconds_per_step"] is not None) for name in layers}
     out = []
     for name in layers:
         mine = [r for r in rows if r["layer"] == name]

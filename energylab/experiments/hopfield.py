@@ -16,11 +16,14 @@ run the update a few steps and record, for every (P, β):
 The experiment follows the package's convention (:mod:`energylab.experiments`): ``PROFILES["quick"]`` (seconds on
 one CPU thread) and ``PROFILES["full"]`` (more patterns, β and queries), ``run(config) -> Results`` with the
 (P, β) grids in ``tables["grid"]`` (read one as a tensor with :func:`grid`), the two counts that must be zero in
-``final`` and the separations and example images in ``extra``. Nothing is trained, so there are no histories and
-no checkpoints; ``python -m energylab run hopfield --out DIR`` writes ``DIR/results.json``.
+``final`` and the separations and example images in ``extra``. Nothing is trained, so there are no histories; the
+checkpoint of ``run(config, out_dir)`` is one finished row of the grid (every β at one P), and ``resume`` reuses
+the finished rows (the full profile's retrievals take minutes). ``python -m energylab run hopfield --out DIR``
+writes ``DIR/results.json``.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -28,10 +31,13 @@ import torch
 from energylab._setup import choose_device
 from energylab.descent import Descent, iterate
 from energylab.forms import hopfield as hf
-from energylab.results import Results, config_record
+from energylab.results import Results, claim_run_dir, config_record, load_checkpoint, save_checkpoint
 from energylab.tasks import images as im
 
-__all__ = ["Config", "PROFILES", "COST", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]
+__all__ = ["Config", "PROFILES", "COST", "CHAPTER", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]
+
+
+CHAPTER = "03_hopfield_memories"  # the chapter that trains it: notebooks/03_hopfield_memories.ipynb
 
 
 @dataclass
@@ -122,8 +128,9 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     ``final["energy_increases"]`` (update steps that raised E over every query and (P, β); CCCP says 0),
     ``extra["separation"]`` (per P: median over stored patterns of Δ_i = x_iᵀx_i − max_j x_iᵀx_j) and
     ``extra["examples"]``: "original", "query" (K, h, w) and "retrieved" (one (K, h, w) per β) images at
-    P = ``example_patterns``, as nested lists. ``out_dir`` and ``resume`` are accepted for the experiments'
-    convention; nothing is trained, so there is nothing to checkpoint or resume.
+    P = ``example_patterns``, as nested lists. With ``out_dir`` every P's finished row is checkpointed in
+    ``out_dir/<k>-P<P>`` (k: its position in ``n_patterns``); ``resume`` reuses the rows found there, written under
+    the same config, and computes the others, with the same numbers as one uninterrupted run.
     """
     device = choose_device(config.device)
     g = torch.Generator().manual_seed(config.seed)
@@ -136,38 +143,63 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     X_all = prepare(pixels).to(device)  # (P_max, d); the first P are the stored patterns at size P
     side = pixels.shape[-1]
 
+    identity = {"experiment": "hopfield", "config": config_record(config)}
     results = Results("hopfield", config_record(config))
     rows, violations, increases, seps, examples = [], 0, 0, [], {}
-    for P in config.n_patterns:
+    for k, P in enumerate(config.n_patterns):
         X = X_all[:P]
         seps.append(float(_separation(X).median()))
         target = torch.arange(config.n_queries) % P
+        # corrupted always, finished or not: the generator g must advance as in an uninterrupted run
         queries = prepare(corrupt(pixels[target].float(), config, g).double()).to(device)  # (Q, d)
-        target, same = target.to(device), (labels[target][:, None] == labels[:P][None, :]).to(device)
-        for beta in config.betas:
-            r = retrieve(queries, X, beta, config.steps)
-            states = r.states
-            err_final = (states[-1] - X[target]).norm(dim=-1)
-            err_one = (states[1] - X[target]).norm(dim=-1)
-            predicted = one_step_bound(queries, X, target, beta) <= config.tolerance
-            p = torch.softmax(beta * states[-1] @ X.T, dim=-1)  # (Q, P) weights at the final state
-            rows.append({"P": P, "beta": beta,
-                         "accuracy": float((err_final <= config.tolerance).double().mean()),
-                         "one_step_accuracy": float((err_one <= config.tolerance).double().mean()),
-                         "predicted": float(predicted.double().mean()),
-                         "participation": float((1.0 / p.pow(2).sum(-1)).mean()),
-                         "own_class_weight": float((p * same).sum(-1).mean())})
-            violations += int((predicted & (err_one > config.tolerance)).sum())
-            increases += r.increases()
-            if P == config.example_patterns:
-                k = config.n_examples
-                examples.setdefault("original", to_image(X[target[:k]], side).cpu().tolist())
-                examples.setdefault("query", to_image(queries[:k], side).cpu().tolist())
-                examples.setdefault("retrieved", []).append(to_image(states[-1][:k], side).cpu().tolist())
+        folder = None if out_dir is None else os.path.join(out_dir, f"{k}-P{P}")
+        if folder is not None and claim_run_dir(folder, resume):
+            part = load_checkpoint(folder, identity)
+        else:
+            target, same = target.to(device), (labels[target][:, None] == labels[:P][None, :]).to(device)
+            part = _grid_row(config, X, queries, target, same, side)
+            if folder is not None:
+                save_checkpoint(folder, {"step": len(config.betas), "identity": identity, **part})
+        rows += part["rows"]
+        violations += part["violations"]
+        increases += part["increases"]
+        for key, value in part["examples"].items():  # the images at P = example_patterns, as one run kept them
+            if key == "retrieved":
+                examples.setdefault(key, []).extend(value)
+            else:
+                examples.setdefault(key, value)
     results.tables["grid"] = rows
     results.final.update(violations=violations, energy_increases=increases)
     results.extra.update(separation=seps, examples=examples)
     return results
+
+
+def _grid_row(config: Config, X, queries, target, same, side: int) -> dict:
+    """Every β at one P: the rows of :data:`GRID`, the counts of violations and energy increases, and the example
+    images when P = ``example_patterns`` (else {}), as plain numbers and lists (a checkpoint stores them)."""
+    P = X.shape[0]
+    rows, violations, increases, examples = [], 0, 0, {}
+    for beta in config.betas:
+        r = retrieve(queries, X, beta, config.steps)
+        states = r.states
+        err_final = (states[-1] - X[target]).norm(dim=-1)
+        err_one = (states[1] - X[target]).norm(dim=-1)
+        predicted = one_step_bound(queries, X, target, beta) <= config.tolerance
+        p = torch.softmax(beta * states[-1] @ X.T, dim=-1)  # (Q, P) weights at the final state
+        rows.append({"P": P, "beta": beta,
+                     "accuracy": float((err_final <= config.tolerance).double().mean()),
+                     "one_step_accuracy": float((err_one <= config.tolerance).double().mean()),
+                     "predicted": float(predicted.double().mean()),
+                     "participation": float((1.0 / p.pow(2).sum(-1)).mean()),
+                     "own_class_weight": float((p * same).sum(-1).mean())})
+        violations += int((predicted & (err_one > config.tolerance)).sum())
+        increases += r.increases()
+        if P == config.example_patterns:
+            k = config.n_examples
+            examples.setdefault("original", to_image(X[target[:k]], side).cpu().tolist())
+            examples.setdefault("query", to_image(queries[:k], side).cpu().tolist())
+            examples.setdefault("retrieved", []).append(to_image(states[-1][:k], side).cpu().tolist())
+    return {"rows": rows, "violations": violations, "increases": increases, "examples": examples}
 
 
 def grid(results: Results, metric: str) -> torch.Tensor:

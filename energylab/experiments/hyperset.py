@@ -34,6 +34,8 @@ from energylab.results import config_record
 from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare, scaling, trend
 
+CHAPTER = "08_hyperset"  # the chapter that trains it: notebooks/08_hyperset.ipynb
+
 
 @dataclass
 class Config:

@@ -42,6 +42,9 @@ VARIANTS = {
 }
 
 
+CHAPTER = "04_newton_attention"  # the chapter that trains it: notebooks/04_newton_attention.ipynb
+
+
 @dataclass
 class Config:
     lengths: tuple[int, ...] = (10, 20, 30, 40)  # task sizes L (paper: 10, 20, 30, 40)

@@ -24,6 +24,8 @@ from energylab.results import Results, config_record
 from energylab.tasks import nt as tasks
 from energylab.train import TrainConfig
 
+CHAPTER = "05_expressive_attention"  # the chapter that trains it: notebooks/05_expressive_attention.ipynb
+
 
 @dataclass(frozen=True)
 class NTRun:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import torch
@@ -27,10 +28,13 @@ import torch
 from energylab.experiments import sudoku
 from energylab.jacobians import contribution_index, lyapunov_spectrum, pseudo_energy, spectral_norm
 from energylab.models import recurrent
+from energylab.results import config_record
 from energylab.sphere import normalize
 from energylab.tasks import sudoku as tasks
 from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare
+
+CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Config:
     trace_k: int = 16  # top-k eigenspace of the contribution index (our choice: N, one direction per cell)
     device: str = "cpu"  # "cpu", "cuda", ...: quick is small, the CPU is fastest for it
     seed: int = 0  # model seed (data seed 0)
+    checkpoint_every: int = 0  # steps between checkpoints in out_dir (0: only at the end of each model)
 
 
 PROFILES = {
@@ -136,8 +141,9 @@ def _spec(spec: str, heads: int) -> tuple[str, str, int]:
     return layer, reg or "none", heads
 
 
-def train_model(config: Config, spec: str, train_data):
-    """One looped model for ``spec``, trained with the sudoku harness (seeded by config.seed)."""
+def train_model(config: Config, spec: str, train_data, out_dir: str | None = None, resume: bool = False):
+    """One looped model for ``spec``, trained with the sudoku harness (seeded by config.seed); checkpoints in
+    ``out_dir`` (continued with ``resume``) when given."""
     layer, reg, heads = _spec(spec, config.heads)
     scfg = sudoku.Config(size=config.size, layer=layer, dim=config.dim, heads=heads,
                          iterations=config.iterations, batch_size=config.batch_size, device=config.device)
@@ -145,9 +151,11 @@ def train_model(config: Config, spec: str, train_data):
     model = sudoku.make_model(scfg)
     batches, per_epoch = sudoku.epoch_batches(train_data, config.batch_size, config.seed)
     tcfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr, schedule="cosine",
-                       warmup_steps=config.warmup_steps, grad_clip=1.0, log_every=per_epoch, device=config.device,
-                       seed=config.seed, progress=False)
-    history = train(model, sudoku.regularised_loss(reg, config.reg_weight if reg != "none" else 0.0), batches, tcfg)
+                       warmup_steps=config.warmup_steps, grad_clip=1.0, log_every=per_epoch,
+                       checkpoint_every=config.checkpoint_every, device=config.device, seed=config.seed,
+                       progress=False)
+    history = train(model, sudoku.regularised_loss(reg, config.reg_weight if reg != "none" else 0.0), batches, tcfg,
+                    out_dir=out_dir, resume=resume, identity=config_record(config))
     return model.eval(), history
 
 
@@ -230,7 +238,11 @@ def akorn_trace(model, data, iterations: int, k: int) -> dict:
 
 
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
-    """Train one model per layer spec; test-time curves, Lyapunov sweep, Kuramoto trace (out_dir unused)."""
+    """Train one model per layer spec; test-time curves, Lyapunov sweep, Kuramoto trace.
+
+    ``out_dir``: each spec's model checkpoints in ``out_dir/<spec>`` (":" written "_"); ``resume`` continues the
+    unfinished ones and reloads the finished ones. Everything after training is recomputed from the models.
+    """
     torch.manual_seed(config.seed)
     train_data = sudoku.load_set(config.train_set, "train", config.n_train, config.size)
     tests = {name: sudoku.load_set(name, "test", config.n_test, config.size) for name in config.test_sets}
@@ -240,7 +252,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     rows, lyap, curves = [], [], {}
     every = range(1, max(config.test_iterations) + 1)
     for spec in config.layers:
-        model, history = train_model(config, spec, train_data)
+        folder = None if out_dir is None else os.path.join(out_dir, spec.replace(":", "_"))  # no ":" on Windows
+        model, history = train_model(config, spec, train_data, folder, resume)
         results.histories[spec] = history
         curves[spec] = {}
         for name, data in tests.items():

@@ -63,7 +63,6 @@ class Config:
     amp: bool = False  # bf16 autocast on CUDA
     checkpoint_every: int = 0  # steps between checkpoints in out_dir (0: only at the end of each seed)
     device: str = "auto"  # "auto", "cpu", "cuda", ...
-    seed: int = 0  # unused beyond the registry's convention: ``seeds`` rules
     progress: bool = True  # progress bars
     regulariser: str = "none"  # "none", "spectral", "e-multi" or "e-single" (energylab.models.regularisers)
     reg_weight: float = 0.0  # weight w of the regulariser: loss = CE + w · R (0: off)
@@ -115,6 +114,7 @@ PROFILES = {
                             epochs=200, batch_size=16, lr=1e-4, weight_decay=0.1, betas=(0.9, 0.95),
                             warmup_steps=0, grad_clip=1.0, eval_every=5000, amp=True),
 }
+CHAPTER = "08_hyperset"  # the chapter that trains it: notebooks/08_hyperset.ipynb
 COST = {
     "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
     "league-6x6": "about 90 min of one CPU core (4 layers x 3 seeds x 4,200 steps at 6x6, d = 64, T = 8; run as two "

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import modules as M
-from energylab.derive import derive
+from energylab.energy_layer import derive
 from energylab.models.looped import register_layer
 
 __all__ = ["SoftmaxSelfEnergy", "CauchyEnergy", "FormBlock", "DerivedAttention", "MLP", "ATTENTIONS", "FEEDFORWARDS",
@@ -113,7 +113,7 @@ class MLP(nn.Module):
 
 class DerivedAttention(nn.Module):
     """A derived layer's update η·u(x) as an attention sublayer (the block adds the residual); η is learned
-    (initial ``step``). ``self.layer`` is the :class:`~energylab.derive.EnergyLayer`."""
+    (initial ``step``). ``self.layer`` is the :class:`~energylab.energy_layer.EnergyLayer`."""
 
     def __init__(self, energy: nn.Module, step: float = 0.5):
         super().__init__()

@@ -27,16 +27,12 @@ internally and dropped. Newton builds the Hessian with one extra backward pass p
 O(numel/B) passes, for small blocks only (a few tokens in a few dimensions); ``damping`` λ ≥ 0 is added to its
 diagonal, and λ = 0 gives the exact Newton direction.
 
-Importing: ``energylab.derive`` is this module, and it is callable: ``energylab.derive(energy, ...)`` is
-``energylab.derive.derive(energy, ...)``, whichever import came first (the module and its main function share a
-name; a callable module keeps both ``from energylab.derive import EnergyLayer`` and ``energylab.derive(E)``).
+``energylab.derive`` is :func:`derive` of this module (``energylab/__init__.py`` serves it, as it serves
+``setup_notebook``); the layer class is ``energylab.energy_layer.EnergyLayer``.
 """
 from __future__ import annotations
 
-import inspect
 import math
-import sys
-import types
 from typing import Callable
 
 import torch
@@ -269,14 +265,3 @@ def derive(energy, kind: str = "gradient", constraint: str | None = None, *, par
     """
     return EnergyLayer(energy, params=params, kind=kind, constraint=constraint, step=step, learn_step=learn_step,
                        damping=damping)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as :func:`derive` (see the module docstring, "Importing")."""
-
-    def __call__(self, *args, **kwargs) -> EnergyLayer:
-        return derive(*args, **kwargs)
-
-
-__signature__ = inspect.signature(derive)
-sys.modules[__name__].__class__ = _CallableModule
