@@ -17,6 +17,7 @@ module: ``energylab.derive(energy)`` builds a layer (see :mod:`energylab.derive`
 import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
+               "pretrained",
                "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
                "committed", "results", "derive", "baselines"}
 _FROM_SETUP = {"choose_device", "format_error", "seed_everything", "setup_notebook"}
