@@ -14,7 +14,7 @@
  * (scripts/smoke_site.py) compares every iteration's logits with torch's.
  *
  * Plain JavaScript rather than onnxruntime-web: the models are a few 4x4 boards of 16 tokens and width 64 (under a
- * million multiply-adds an iteration), so this file (about 20 kB) replaces a multi-megabyte WebAssembly runtime, needs
+ * million multiply-adds an iteration), so this one file of plain code replaces a multi-megabyte WebAssembly runtime, needs
  * no worker or vendored binary, and computes in float64.
  *
  * SudokuSolver.mount(div) draws a solver into every <div class="sudoku-solver" data-models="name,...">: a board to
@@ -317,7 +317,7 @@
 .sudoku-solver .ss-mini .ss-cell { width: 1.15em; height: 1.15em; font-size: 0.7em; border-width: 0.5px; }
 .sudoku-solver .ss-caption { font-size: 0.8em; text-align: center; margin-top: 0.15em; }
 .sudoku-solver .ss-status { margin-top: 0.5em; }
-.sudoku-solver .ss-energy { width: 100%; max-width: 40em; height: 260px; }`;
+.sudoku-solver .ss-energy { width: 100%; max-width: 40em; height: 230px; }`;
 
   function boxBorders(cell, i, size) {  // thicker lines between the boxes (2x2 at 4x4, 2x3 at 6x6, 3x3 at 9x9)
     const [br, bc] = { 4: [2, 2], 6: [2, 3], 9: [3, 3] }[size], r = Math.floor(i / size), col = i % size;
@@ -482,7 +482,7 @@
         drawBoard(b, size, cells, true);
         const wrong = cells.filter((x) => x.wrong).length;
         cap.className = "ss-caption";
-        cap.textContent = `t=${k + 1}` + (wrong ? ` ✗${wrong}` : " ✓");
+        cap.textContent = `t=${k + 1}` + (wrong ? ` \u2717${wrong}` : " \u2713");
         c.append(b, cap);
         return c;
       }));
@@ -492,7 +492,7 @@
       status.textContent = (wrong ? `${wrong} of ${blanks} blank cells ${state.solution ? "wrong" : "break a rule"}`
         : `solved: every blank cell ${state.solution ? "matches the solution" : "fits the rules"}`)
         + (firstRight >= 0 ? ` (first right after t = ${firstRight + 1})` : "")
-        + ` · ${T} iterations of ${m.config.label} computed in ${ms.toFixed(0)} ms in your browser`;
+        + ` \u00b7 ${T} iterations of ${m.config.label} computed in ${ms.toFixed(0)} ms in your browser`;
       if (out.energies && window.Plotly) {
         energy.style.display = "";
         const ts = out.energies.attention.map((_, t) => t);
@@ -500,7 +500,7 @@
           { x: ts, y: out.energies.attention, name: "E_ATTN", mode: "lines+markers" },
           { x: ts, y: out.energies.feedforward, name: "E_FF", mode: "lines+markers", yaxis: "y2" }],
           { title: { text: "Hyper-SET's energies along the iterations (this board)", font: { size: 13 } },
-            margin: { l: 60, r: 60, t: 36, b: 40 }, xaxis: { title: { text: "iteration t" } },
+            margin: { l: 60, r: 60, t: 30, b: 36 }, xaxis: { title: { text: "iteration t" } },
             yaxis: { title: { text: "E_ATTN" } }, yaxis2: { title: { text: "E_FF" }, overlaying: "y", side: "right" },
             shapes: [{ type: "line", x0: T0, x1: T0, yref: "paper", y0: 0, y1: 1, line: { dash: "dot", width: 1 } }],
             legend: { orientation: "h", y: -0.25 } },
