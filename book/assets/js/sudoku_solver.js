@@ -497,13 +497,16 @@
         energy.style.display = "";
         const ts = out.energies.attention.map((_, t) => t);
         window.Plotly.react(energy, [
-          { x: ts, y: out.energies.attention, name: "E_ATTN", mode: "lines+markers" },
-          { x: ts, y: out.energies.feedforward, name: "E_FF", mode: "lines+markers", yaxis: "y2" }],
-          { title: { text: "Hyper-SET's energies along the iterations (this board)", font: { size: 13 } },
+          { x: ts, y: out.energies.attention, name: "E_ATTN", mode: "lines+markers", line: { color: "#1f77b4" } },
+          { x: ts, y: out.energies.feedforward, name: "E_FF", mode: "lines+markers", yaxis: "y2",
+            line: { color: "#ff7f0e" } }],
+          { title: { text: "Hyper-SET's energies along the iterations (this board; dotted: the trained T)",
+                     font: { size: 13 } },
             margin: { l: 60, r: 60, t: 30, b: 36 }, xaxis: { title: { text: "iteration t" } },
-            yaxis: { title: { text: "E_ATTN" } }, yaxis2: { title: { text: "E_FF" }, overlaying: "y", side: "right" },
-            shapes: [{ type: "line", x0: T0, x1: T0, yref: "paper", y0: 0, y1: 1, line: { dash: "dot", width: 1 } }],
-            legend: { orientation: "h", y: -0.25 } },
+            yaxis: { title: { text: "E_ATTN (blue)" } },
+            yaxis2: { title: { text: "E_FF (orange)" }, overlaying: "y", side: "right" }, showlegend: false,
+            // the dotted line: the T the model was trained at
+            shapes: [{ type: "line", x0: T0, x1: T0, yref: "paper", y0: 0, y1: 1, line: { dash: "dot", width: 1 } }] },
           { displayModeBar: false, responsive: true });
       } else {
         energy.style.display = "none";
