@@ -473,7 +473,7 @@ def check_sudoku_solver(cdp: CDP, session: str) -> list[str]:
             "JSON.stringify([...new Set([...document.querySelectorAll('div.sudoku-solver')]"
             ".flatMap(d => (d.dataset.models || '').split(',').map(s => s.trim()).filter(Boolean)))])"))
         names = json.loads(reply["result"]["value"])
-    except (RuntimeError, KeyError, TypeError, ValueError) as err:
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
         return [f"sudoku solver: could not list its models ({err})"]
     if not names:
         return ["sudoku solver: the page's solvers offer no model"]
@@ -489,9 +489,11 @@ def check_sudoku_solver(cdp: CDP, session: str) -> list[str]:
         expr = (f"SudokuSolver.load({json.dumps(name)}).then(m => JSON.stringify("
                 f"{json.dumps(tokens.tolist())}.map(b => SudokuSolver.run(m, b, {T}))))")
         try:
-            reply = cdp.send("Runtime.evaluate", session, expression=expr, returnByValue=True, awaitPromise=True)
+            # 4T iterations on 5 boards: well under a second of CPU, but a loaded CI machine may give it little
+            reply = cdp.send("Runtime.evaluate", session, wait=300, expression=expr, returnByValue=True,
+                             awaitPromise=True)
             out = json.loads(reply["result"]["value"])
-        except (RuntimeError, KeyError, TypeError, ValueError) as err:
+        except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
             problems.append(f"sudoku solver: SudokuSolver.run could not be run for {name} ({err})")
             continue
         got = torch.tensor([o["logits"] for o in out], dtype=torch.float64)  # (B, T, N, n)
