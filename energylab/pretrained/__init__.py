@@ -4,8 +4,10 @@
     >>> model = energylab.pretrained("sudoku4-transformer")     # or energylab.pretrained.load(...)
     >>> logits = model(tokens, iterations=16)                   # (B, 16, 4): any T, the loop is the same layer
 
-Each model is the league's quick-profile run of ``energylab.experiments.sudoku`` (4x4 boards, d = 64, T = 8,
-seed 0, one pinned CPU thread), trained once by ``scripts/pretrain_sudoku.py``. Beside each state_dict
+Each model is a quick-profile run of the league's ``energylab.experiments.sudoku`` (4x4 boards, d = 64, T = 8,
+seed 0, one CPU thread): trained by ``scripts/pretrain_sudoku.py`` (numerics pinned), or imported from an earlier
+run of the same config by ``scripts/import_sudoku_run.py``, which checks that the reloaded model solves the boards
+the run recorded; the record's ``provenance`` says which (the four shipped today were imported). Beside each state_dict
 (``<name>.pt``) a record (``<name>.json``, :func:`info`) keeps the model config, the training recipe, the commit,
 and the board and cell accuracy measured at every test T on the boards of ``sudoku4-test.json``
 (:func:`boards`), which ``tests/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same
