@@ -532,6 +532,8 @@
     div.textContent = "The Sudoku solver could not start: " + err.message;
     console.error(err);
   }));
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  // after the load event: the weights it fetches then do not hold back the page's own load (a long chapter, or the
+  // single-page book that scripts/build_pdf.py prints, must not wait for them)
+  if (document.readyState === "complete") start();
+  else window.addEventListener("load", start);
 })();
