@@ -413,12 +413,16 @@
     stripTitle.textContent = "the prediction after every iteration t (shade: confidence; red: wrong)";
     div.replaceChildren(controls, row, status, stripTitle, strip, energy);
 
-    const [boardData, ...loaded] = await Promise.all([loadBoards(), ...names.map(load)]);
-    for (const m of loaded) {
+    // the first prediction needs only the boards and the first model; the others load after it, in the background
+    const options = names.map((name) => new Option(name + " (loading)", name));
+    options.forEach((o) => modelSel.add(o));
+    const label = (m) => {
       const acc = m.record.accuracy, T = m.config.iterations;
-      modelSel.add(new Option(`${m.config.label} (${(100 * acc["4x4-id"][String(T)].board).toFixed(1)}% of test boards at T = ${T})`,
-                              m.name));
-    }
+      options[names.indexOf(m.name)].text =
+        `${m.config.label} (${(100 * acc["4x4-id"][String(T)].board).toFixed(1)}% of test boards at T = ${T})`;
+      return m;
+    };
+    const [boardData] = await Promise.all([loadBoards(), load(names[0]).then(label)]);
     const size = boardData.size, N = size * size;
     for (const [set, label] of [["4x4-id", "in-distribution"], ["4x4-ood", "out-of-distribution"]])
       boardData.sets[set].puzzles.forEach((p, k) => boardSel.add(new Option(`${label} #${k + 1}`, `${set}:${k}`)));
@@ -454,7 +458,7 @@
       if (!state.T || state.T > 4 * T) state.T = T;
       slider.value = state.T;
     }
-    modelSel.addEventListener("change", () => { setModel(modelSel.value); refresh(); });
+    modelSel.addEventListener("change", () => load(modelSel.value).then((m) => { setModel(m.name); refresh(); }));
     boardSel.addEventListener("change", () => { setBoard(boardSel.value); refresh(); });
     slider.addEventListener("input", () => { state.T = +slider.value; refresh(); });
     clear.addEventListener("click", () => {
@@ -519,6 +523,7 @@
     setModel(state.model);
     setBoard(boardSel.value);
     refresh();
+    names.slice(1).forEach((name) => load(name).then(label));
   }
 
   let boardsPromise = null;
