@@ -18,6 +18,7 @@ builds a layer (:func:`energylab.energy_layer.derive`), ``energylab.setup_notebo
 import importlib
 
 _SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
+               "pretrained",
                "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
                "committed", "results", "energy_layer", "baselines", "notebook"}
 # function name -> the module that defines it

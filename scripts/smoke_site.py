@@ -11,6 +11,9 @@ errors from timers or lazily loaded code are seen too. A page fails if:
 - MathJax did not typeset the math (a math element still shows raw TeX, or none was typeset);
 - a plotly figure's div holds no drawn SVG;
 - a saved widget view was not rendered;
+- a Sudoku solver (book/assets/js/sudoku_solver.js) drew no prediction, or its JavaScript models' logits differ from
+  the torch models of energylab.pretrained by more than 1e-4 at any iteration (the time from navigation to its first
+  prediction is printed);
 - a redirecting page (index.html) did not arrive where it points, or the search found nothing;
 - at a 1366- or a 1920-pixel-wide window, any code cell, output, display equation or table is clipped (wider than
   its box or past the article column; an equation or table may scroll inside a visible frame instead).
@@ -54,12 +57,15 @@ CHECK_JS = r"""
   const undrawn = figs.filter(el => !el.querySelector('svg.main-svg'));
   const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
   const explorers = [...document.querySelectorAll('div.sphere-explorer')];
+  const solvers = [...document.querySelectorAll('div.sudoku-solver')];
   const rendered = document.querySelectorAll(
     '.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
   return JSON.stringify({math: math.length, typeset: document.querySelectorAll('mjx-container').length,
                          raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
                          widget_views: views, widgets_rendered: rendered, title: document.title,
                          explorers_drawn: explorers.filter(el => el.querySelector('svg.main-svg')).length,
+                         solvers_drawn: solvers.filter(el => el.dataset.firstPrediction).length,
+                         first_prediction_ms: solvers.map(el => +el.dataset.firstPrediction || 0),
                          path: location.pathname, search_hits: document.querySelectorAll('ul.search li').length,
                          search_summary: (document.querySelector('.search-summary') || {}).textContent || ''});
 })()
@@ -257,6 +263,7 @@ def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
             "figures": len(re.findall(r'<div id="fig-[0-9a-f]{12}"', html)),
             "widget_views": html.count('type="application/vnd.jupyter.widget-view+json"'),
             "explorers": html.count('<div class="sphere-explorer"'),
+            "solvers": html.count('<div class="sudoku-solver"'),
             "redirect": redirect,
             "search": "searchindex.js" in html and bool(urllib.parse.parse_qs(query).get("q"))}
 
@@ -267,6 +274,7 @@ def rendered(result: dict, expected: dict) -> bool:
             and result["figures"] >= expected["figures"] and not result["undrawn"]
             and (not expected["widget_views"] or result["widgets_rendered"] > 0)
             and result.get("explorers_drawn", 0) >= expected.get("explorers", 0)
+            and result.get("solvers_drawn", 0) >= expected.get("solvers", 0)
             and (not expected["redirect"] or result["path"] == expected["redirect"])
             and (not expected["search"] or result["search_summary"].strip() != ""))  # the search has finished
 
@@ -354,6 +362,14 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         if drawn < expected["explorers"]:
             problems.append(f"sphere explorer: {expected['explorers']} in the page, {drawn} drawn")
         problems += check_sphere_flow(cdp, session)
+    if expected.get("solvers"):
+        drawn = result.get("solvers_drawn", 0)
+        if drawn < expected["solvers"]:
+            problems.append(f"sudoku solver: {expected['solvers']} in the page, {drawn} drew a prediction")
+        else:
+            print(f"  sudoku solver: first prediction {max(result['first_prediction_ms']):.0f} ms after navigation "
+                  f"started", flush=True)
+        problems += check_sudoku_solver(cdp, session)
     if expected["redirect"] and result["path"] != expected["redirect"]:
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
@@ -434,6 +450,76 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
         if err > FLOW_TOL:
             problems.append(f"sphere explorer: the page's integrator differs from energylab.flows by {err:.2e} "
                             f"(> {FLOW_TOL:g}) on {case}")
+    return problems
+
+
+# the page's Sudoku models (book/assets/js/sudoku_solver.js) against torch on fixed boards: two test boards of each
+# set and a blank board (as a reader's edit could leave it), every iteration t = 1..4T
+SOLVER_BOARDS = 2
+SOLVER_TOL = 1e-4  # max |logit difference|: float64 JavaScript over float32 weights against torch's float32
+
+
+def check_sudoku_solver(cdp: CDP, session: str) -> list[str]:
+    """Every model a solver on the page offers, run by the page's SudokuSolver on fixed boards for 4T iterations:
+    every iteration's logits within SOLVER_TOL of energylab.pretrained's torch model run in float64, and up to T/2 of
+    the float32 model too (and Hyper-SET's two energies within 1e-5 relative of HyperSETLayer.energies)."""
+    import torch
+
+    from energylab import pretrained
+
+    problems = []
+    try:
+        reply = cdp.send("Runtime.evaluate", session, returnByValue=True, expression=(
+            "JSON.stringify([...new Set([...document.querySelectorAll('div.sudoku-solver')]"
+            ".flatMap(d => (d.dataset.models || '').split(',').map(s => s.trim()).filter(Boolean)))])"))
+        names = json.loads(reply["result"]["value"])
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        return [f"sudoku solver: could not list its models ({err})"]
+    if not names:
+        return ["sudoku solver: the page's solvers offer no model"]
+    boards = [p.ravel().tolist() for s in ("4x4-id", "4x4-ood") for p in pretrained.boards(s)[0][:SOLVER_BOARDS]]
+    tokens = torch.tensor(boards + [[0] * 16])  # (2 SOLVER_BOARDS + 1, 16)
+    worst = worst32 = 0.0
+    for name in names:
+        if name not in pretrained.names():
+            problems.append(f"sudoku solver: the page offers {name!r}, which energylab.pretrained does not have")
+            continue
+        model = pretrained.load(name)
+        T = 4 * model.config.iterations
+        expr = (f"SudokuSolver.load({json.dumps(name)}).then(m => JSON.stringify("
+                f"{json.dumps(tokens.tolist())}.map(b => SudokuSolver.run(m, b, {T}))))")
+        try:
+            # 4T iterations on 5 boards: well under a second of CPU, but a loaded CI machine may give it little
+            reply = cdp.send("Runtime.evaluate", session, wait=300, expression=expr, returnByValue=True,
+                             awaitPromise=True)
+            out = json.loads(reply["result"]["value"])
+        except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+            problems.append(f"sudoku solver: SudokuSolver.run could not be run for {name} ({err})")
+            continue
+        got = torch.tensor([o["logits"] for o in out], dtype=torch.float64)  # (B, T, N, n)
+        # the reference: the torch model in float64 (the page's arithmetic; the float32 model's own rounding grows
+        # along the iterations, to 1.5e-3 at 4T for Hyper-SET), and the float32 model up to T/2
+        want = pretrained.logits_along(pretrained.as_float64(model), tokens, T)
+        want32 = pretrained.logits_along(model, tokens, T // 8).double()
+        err = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
+        err32 = float((got[:, :T // 8] - want32).abs().max()) if got.shape == want.shape else float("inf")
+        worst, worst32 = max(worst, err), max(worst32, err32)
+        if max(err, err32) > SOLVER_TOL:
+            problems.append(f"sudoku solver: {name}'s logits in the page differ from torch's by {err:.2e} "
+                            f"(float64, t = 1..{T}) and {err32:.2e} (float32, t <= {T // 8}), > {SOLVER_TOL:g}")
+        with torch.no_grad():
+            if model.config.layer == "hyperset":
+                _, states = model(tokens, T, return_states=True)
+                xs = [model.inputs(tokens)] + states
+                for key in ("attention", "feedforward"):
+                    e = torch.stack([model.layer.energies(x)[key] for x in xs], 1).double()
+                    g = torch.tensor([o["energies"][key] for o in out], dtype=torch.float64)
+                    rel = float(((g - e).abs() / e.abs()).max()) if g.shape == e.shape else float("inf")
+                    if rel > 1e-5:
+                        problems.append(f"sudoku solver: {name}'s {key} energy in the page differs from torch's "
+                                        f"by {rel:.2e} relative")
+    print(f"  sudoku solver: {', '.join(names)}: max |logit difference| to torch {worst:.1e} (float64, every "
+          f"iteration up to 4T) and {worst32:.1e} (float32, up to T/2) on {len(tokens)} boards", flush=True)
     return problems
 
 

@@ -85,6 +85,31 @@ def test_the_sphere_chapter_carries_the_in_page_explorer():
     assert [case["method"] for case in ss.FLOW_CASES] == ["euler", "rk4", "rk4"] and ss.FLOW_TOL == 1e-6
 
 
+def test_a_sudoku_solver_must_draw_a_prediction(site):
+    (site / "book" / "solver.html").write_text('<div class="sudoku-solver" data-models="sudoku4-hyperset"></div>')
+    expected = ss.expected_content(site / "book" / "solver.html")
+    assert expected["solvers"] == 1
+    assert not ss.rendered(DONE, expected)
+    assert ss.rendered({**DONE, "solvers_drawn": 1, "first_prediction_ms": [420]}, expected)
+
+
+def test_chapters_8_and_9_carry_the_sudoku_solver():
+    """The smoke test's page-against-torch check runs where a solver is: chapters 8 and 9 keep one each, offering
+    only models that energylab.pretrained has."""
+    import json
+    import re
+
+    from energylab import pretrained
+
+    for chapter in ("08_hyperset", "09_jacobians"):
+        nb = json.loads((SCRIPT.parents[1] / "notebooks" / f"{chapter}.ipynb").read_text())
+        cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+        found = [m for s in cells for m in re.findall(r'<div class="sudoku-solver" data-models="([^"]+)"></div>', s)]
+        assert len(found) == 1, chapter
+        assert set(found[0].split(",")) == set(pretrained.names()), chapter
+    assert ss.SOLVER_TOL == 1e-4 and ss.SOLVER_BOARDS == 2
+
+
 def test_clip_check_counts_every_kind_at_both_widths():
     js = ss.CLIP_JS % 0.7
     assert "readingFit(0.7)" in js and ss.CLIP_WIDTHS == (1366, 1920)
