@@ -22,18 +22,17 @@ portable.pin_environment()  # before torch loads, as in pretrain_sudoku.py
 import dataclasses  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
-import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pretrain_sudoku import git_commit  # noqa: E402
+from pretrain_sudoku import save  # noqa: E402
 
 from energylab import experiments  # noqa: E402
 from energylab.experiments import sudoku as sudoku_ex  # noqa: E402
-from energylab.pretrained import DIRECTORY, TEST_BOARDS, accuracy, boards_dataset  # noqa: E402
+from energylab.pretrained import TEST_BOARDS, accuracy, boards_dataset  # noqa: E402
 
 FREE_FIELDS = {"device", "progress"}  # do not change what a CPU run computes
 # fields added to the config after such a run, accepted when the run lacks them: a league's ``layers`` and
@@ -69,11 +68,9 @@ def import_run(run_dir: str) -> dict:
             got, then = measured[s][str(t)]["board"], results["final"][f"{s}/board@T{t}"]
             if abs(round(got * n) - round(then * n)) > BOARD_SLACK:
                 raise ValueError(f"{run_dir}: today solves {got} of {s} at T={t}, the run recorded {then}")
-    name = f"sudoku4-{layer}"
-    torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(DIRECTORY, name + ".pt"))
     trained = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(checkpoint)))
-    record = {
-        "name": name,
+    return save(model, {
+        "name": f"sudoku4-{layer}",
         "model": dataclasses.asdict(model.config),
         "recipe": {"experiment": "sudoku", "profile": "quick", "overrides": {"layer": layer},
                    "config": run["config"], "steps": results["extra"]["steps"],
@@ -86,15 +83,7 @@ def import_run(run_dir: str) -> dict:
             "trained": trained,
             "run_accuracy": {k: v for k, v in results["final"].items() if "/board@" in k},
         },
-        "commit": git_commit(),  # the commit that imported and measured it
-        "numerics": {"pinned": portable.PINNED_ENV, "torch_threads": torch.get_num_threads(),
-                     "torch": torch.__version__},
-        "machine": platform.processor() or platform.machine(),
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    with open(os.path.join(DIRECTORY, name + ".json"), "w") as f:
-        json.dump(record, f, indent=1)
-    return record
+    })
 
 
 def main(argv: list[str]) -> None:

@@ -72,10 +72,8 @@ def pretrain(layer: str) -> dict:
             got, want = measured[name][str(t)]["board"], results.final[f"{name}/board@T{t}"]
             if got != want:
                 raise RuntimeError(f"{layer}: reloaded model solves {got} of {name} at T={t}, the run said {want}")
-    name = f"sudoku4-{layer}"
-    torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, os.path.join(DIRECTORY, name + ".pt"))
-    record = {
-        "name": name,
+    return save(model, {
+        "name": f"sudoku4-{layer}",
         "model": dataclasses.asdict(model.config),
         "recipe": {"experiment": "sudoku", "profile": "quick", "overrides": {"layer": layer},
                    "config": dataclasses.asdict(config), "steps": results.extra["steps"],
@@ -83,14 +81,19 @@ def pretrain(layer: str) -> dict:
                    "final_loss": round(results.histories[f"seed{seed}"].last("loss"), 6)},
         "test_boards": TEST_BOARDS,
         "accuracy": measured,
-        "commit": git_commit(),
-        "numerics": {"pinned": portable.PINNED_ENV, "torch_threads": torch.get_num_threads(),
-                     "torch": torch.__version__},
-        "machine": platform.processor() or platform.machine(),
-        "date": time.strftime("%Y-%m-%d"),
-        "train_seconds": round(seconds, 1),
-    }
-    with open(os.path.join(DIRECTORY, name + ".json"), "w") as f:
+    }, train_seconds=round(seconds, 1))
+
+
+def save(model, record: dict, **extra) -> dict:
+    """Write ``model``'s weights as ``<record name>.pt`` and the record, completed with the commit, numerics,
+    machine and date of this process (and ``extra``), as ``<record name>.json`` in the package; return it."""
+    torch.save({k: v.contiguous() for k, v in model.state_dict().items()},
+               os.path.join(DIRECTORY, record["name"] + ".pt"))
+    record = {**record, "commit": git_commit(),  # the commit that trained or imported and measured it
+              "numerics": {"pinned": portable.PINNED_ENV, "torch_threads": torch.get_num_threads(),
+                           "torch": torch.__version__},
+              "machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"), **extra}
+    with open(os.path.join(DIRECTORY, record["name"] + ".json"), "w") as f:
         json.dump(record, f, indent=1)
     return record
 
