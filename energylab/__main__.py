@@ -198,7 +198,7 @@ def _left_behind(out: str) -> str:
     """What a failed run left in ``out``: no results.json; the checkpoints kept, if any."""
     import os
 
-    from energylab.results import CHECKPOINT, run_files
+    from energylab.runs import CHECKPOINT, run_files
 
     kept = run_files(out, (CHECKPOINT,)) if os.path.isdir(out) else []
     if not kept:

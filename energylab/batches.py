@@ -4,6 +4,10 @@
 recomputed, so a run can resume exactly; every experiment passes one) or as an iterable (a DataLoader, a list, a
 generator), which :class:`Feed` iterates anew every epoch. A run on an iterable is not resumable: the position and
 the random state of an iterable's epoch are not recorded.
+
+The experiments' callables all draw their epochs the same way, from :func:`epoch_generator`: the permutation of a
+fixed training set (:class:`EpochOrder`) or a fresh draw of data (NT's series) for epoch ``e`` of seed ``s`` comes
+from a generator seeded ``stride * s + e``, so any step's batch can be recomputed from the step alone.
 """
 from __future__ import annotations
 
@@ -49,6 +53,34 @@ class Feed:
 
 
 _END = object()
+
+EPOCH_STRIDE = 1_000_003  # seeds' epoch streams do not collide before epoch 1,000,003
+
+
+def epoch_generator(seed: int, epoch: int, stride: int = EPOCH_STRIDE) -> torch.Generator:
+    """The generator of epoch ``epoch`` of seed ``seed``, seeded ``stride * seed + epoch``. (The attractor runs of
+    chapter 7 were committed with ``stride=1000``; they keep it so that they replay.)"""
+    return torch.Generator().manual_seed(stride * seed + epoch)
+
+
+class EpochOrder:
+    """``(step, seed) -> indices`` of that step's batch among ``n`` samples: every epoch a fresh permutation from
+    :func:`epoch_generator`, cut into batches of ``batch_size``. ``drop_last`` drops an epoch's last partial batch
+    (``steps_per_epoch = n // batch_size``); without it the last batch is shorter (``ceil(n / batch_size)``)."""
+
+    def __init__(self, n: int, batch_size: int, *, drop_last: bool = True, stride: int = EPOCH_STRIDE):
+        if not 1 <= batch_size <= n:
+            raise ValueError(f"batch_size must be between 1 and the {n} training samples, got {batch_size}")
+        self.n, self.batch_size, self.stride = n, batch_size, stride
+        self.steps_per_epoch = n // batch_size if drop_last else -(-n // batch_size)
+        self._perms: dict[tuple[int, int], torch.Tensor] = {}  # (epoch, seed) -> permutation, one epoch kept
+
+    def __call__(self, step: int, seed: int = 0) -> torch.Tensor:
+        epoch, k = divmod(step, self.steps_per_epoch)
+        if (epoch, seed) not in self._perms:
+            self._perms = {key: v for key, v in self._perms.items() if key[0] == epoch}
+            self._perms[(epoch, seed)] = torch.randperm(self.n, generator=epoch_generator(seed, epoch, self.stride))
+        return self._perms[(epoch, seed)][k * self.batch_size:(k + 1) * self.batch_size]
 
 
 def to_device(batch, device: torch.device):

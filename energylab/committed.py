@@ -24,7 +24,8 @@ import subprocess
 import sys
 from typing import Any
 
-from energylab.results import Results, read_json, write_json
+from energylab.results import Results
+from energylab.runs import read_json, write_json
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")

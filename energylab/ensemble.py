@@ -31,9 +31,9 @@ from torch.func import functional_call, stack_module_state, vmap
 from energylab import kernels
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import to_device
-from energylab.results import (
+from energylab.results import History
+from energylab.runs import (
     CHECKPOINT,
-    History,
     claim_run_dir,
     get_rng_state,
     load_checkpoint,

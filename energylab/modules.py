@@ -106,6 +106,15 @@ class MultiHeadAttention(_QKVAttention):
         y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
         return self.out(merge_heads(y))
 
+    def weights(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention weights softmax_j(q_hᵀk_{j,h}/√d_h) that :meth:`forward` applies, masked when causal:
+        (B, N, d) -> (B, H, N_query, N_key), rows summing to one."""
+        q, k, _ = self._qkv(x)
+        s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+        if self.causal:
+            s = s.masked_fill(~_causal_mask(x.shape[1], x.device), float("-inf"))
+        return torch.softmax(s, dim=-1)
+
 
 class ExpressiveAttention(_QKVAttention):
     """Expressive attention: weights s²/(1+s²) normalised per row, s = scale · q_hᵀk_{j,h} (Gros, paper 001).

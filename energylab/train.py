@@ -30,11 +30,10 @@ from torch import nn
 from energylab._checks import check_bool, check_instance, check_int, check_interval, check_positive
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import Feed, shard, to_device
-from energylab.results import (  # noqa: F401 - API
+from energylab.results import History, Results  # noqa: F401 - API
+from energylab.runs import (  # noqa: F401 - API
     CHECKPOINT,
     RESULTS,
-    History,
-    Results,
     claim_run_dir,
     get_rng_state,
     load_checkpoint,

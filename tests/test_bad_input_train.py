@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from energylab.results import CHECKPOINT, state_checksum
+from energylab.runs import CHECKPOINT, state_checksum
 from energylab.train import TrainConfig, check_config, train
 
 

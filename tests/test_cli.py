@@ -11,7 +11,7 @@ import torch
 from energylab import experiments
 from energylab.__main__ import main
 from energylab.experiments import nt
-from energylab.results import config_record
+from energylab.runs import config_record
 from energylab.train import History, Results, TrainConfig, train
 
 

@@ -110,8 +110,8 @@ def test_attention_weights_are_what_the_block_applies():
     h = torch.randn(3, 9, 16)
     p = block.attention_weights(h)  # (B, H, N, N)
     assert p.shape == (3, 4, 9, 9) and torch.allclose(p.sum(-1), torch.ones(3, 4, 9))
-    v = block._qkv(block.norm1(h))[2]
-    y = block.out((p @ v).transpose(1, 2).reshape(3, 9, 16))
+    v = block.attention._qkv(block.norm1(h))[2]
+    y = block.attention.out((p @ v).transpose(1, 2).reshape(3, 9, 16))
     assert torch.allclose(y, block.attention(block.norm1(h)), atol=1e-6)
 
 

@@ -123,7 +123,7 @@ def test_registry_mapping_is_complete_before_any_family_import():
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     first, built, names = json.loads(done.stdout.strip().splitlines()[-1])
-    assert first is True and built == "FormBlock"
+    assert first is True and built == "PreNormBlock"
     assert {"form-ea", "derived-softmax", "hyperset", "itrsa", "akorn"} <= set(names)
 
 

@@ -196,3 +196,18 @@ def test_blockwise_evaluation_equals_one_block(cls, monkeypatch):
     (g_blocked,) = torch.autograd.grad(blocked.square().sum(), x)
     assert _rel(blocked, one_block) < 1e-13
     assert _rel(g_blocked, g_one) < 1e-12
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_mha_weights_are_the_weights_forward_applies(causal):
+    """MultiHeadAttention.weights (the hook the chapters read) times the values gives forward's output, in
+    float64; causal rows put no weight on later tokens."""
+    torch.manual_seed(0)
+    layer = M.MultiHeadAttention(12, 3, causal=causal).double()
+    x = torch.randn(2, 7, 12, dtype=torch.float64)
+    p = layer.weights(x)  # (B, H, N, N)
+    v = layer._qkv(x)[2]
+    y = layer.out((p @ v).transpose(1, 2).reshape(2, 7, 12))
+    assert torch.allclose(p.sum(-1), torch.ones(2, 3, 7, dtype=torch.float64), atol=1e-14)
+    assert (y - layer(x)).abs().max() < 1e-13
+    assert (p.triu(1) == 0).all() if causal else (p > 0).all()

@@ -189,20 +189,13 @@ def test_sudoku_medium_runs_replay_their_first_50_steps(name):
     """The first 50 steps of the committed looped Transformer, inside the warm-up (so the same whatever the length
     of the run), trained as ``sudoku.run`` trains each seed; the first loss window must match."""
     from energylab.experiments import sudoku
-    from energylab.train import TrainConfig, train
 
     results, _ = load_committed("sudoku", name)
-    cfg = dataclasses.replace(sudoku.PROFILES[name], device="cpu")
+    cfg = dataclasses.replace(sudoku.PROFILES[name], device="cpu", progress=False)
     assert cfg.warmup_steps >= 50 and len(cfg.seeds) == 1 and results.config["lr"] == cfg.lr
     s = cfg.seeds[0]
     train_data = sudoku.load_set(cfg.train_set, "train", cfg.n_train, cfg.size, cfg.data_seed)
-    torch.manual_seed(s)
-    model = sudoku.make_model(cfg)
-    batches, per_epoch = sudoku.epoch_batches(train_data, cfg.batch_size, s)
-    tcfg = TrainConfig(steps=50, optimizer="adamw", lr=cfg.lr, weight_decay=cfg.weight_decay, betas=cfg.betas,
-                       schedule=cfg.schedule, warmup_steps=cfg.warmup_steps, grad_clip=cfg.grad_clip,
-                       log_every=min(per_epoch, 50), device="cpu", seed=s, progress=False)
-    got = train(model, sudoku.regularised_loss(cfg.regulariser, cfg.reg_weight), batches, tcfg)
+    _, got = sudoku.train_seed(cfg, s, train_data, steps=50)
     want = results.histories[f"seed{s}"]
     assert got.steps["loss"] == want.steps["loss"][:1] == [50]
     _close(got.curves["loss"], want.curves["loss"][:1], 1e-4)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from energylab.results import atomic_write, write_json
+from energylab.runs import atomic_write, write_json
 from energylab.train import CHECKPOINT, History, Results, TrainConfig, TrainingDiverged, lr_multiplier, train
 
 D_IN, D_OUT, N_DATA, B = 7, 3, 53, 11  # distinct primes

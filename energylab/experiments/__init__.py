@@ -30,20 +30,9 @@ import types
 import typing
 from types import ModuleType
 
-from energylab.results import (
-    CHECKPOINT,
-    MANIFEST,
-    RESULTS,
-    Results,
-    config_diff,
-    config_record,
-    format_diff,
-    prepare_out_dir,
-    process_rank,
-    read_json,
-    run_files,
-    write_json,
-)
+from energylab import runs
+from energylab.results import Results
+from energylab.runs import RESULTS, config_record, process_rank
 from energylab.train import check_device
 
 # experiment name -> module that implements it (imported on first use); each experiment's owner adds one line.
@@ -181,7 +170,8 @@ def run_experiment(name: str, profile: str = "quick", out_dir: str | None = None
     config (``device`` and ``progress`` may differ), else raises a ValueError naming the differing fields; a
     folder holding no run is started fresh. When training fails (diverges, Ctrl-C) no results.json is written;
     the checkpoints written so far are kept, and if there are none, the files and folders this call created
-    are removed. ``Results.config`` is the full config as JSON (:func:`~energylab.results.config_record`).
+    are removed (:func:`energylab.runs.experiment_folder` owns the folder). ``Results.config`` is the full
+    config as JSON (:func:`~energylab.runs.config_record`).
     """
     module = get_experiment(name)
     config = get_config(name, profile, **overrides)
@@ -191,28 +181,8 @@ def run_experiment(name: str, profile: str = "quick", out_dir: str | None = None
         results = module.run(config)
         results.config = record
         return results
-    before = run_files(out_dir) if os.path.isdir(out_dir) else []
-    if resume:
-        for path in (os.path.join(out_dir, MANIFEST), os.path.join(out_dir, RESULTS)):
-            if os.path.exists(path):
-                data = read_json(path)
-                _check_recorded(path, data.get("experiment"), data.get("config"), name, record)
-    elif before:
-        shown = ", ".join(before[:3]) + (f" and {len(before) - 3} more" if len(before) > 3 else "")
-        raise ValueError(f"out_dir {out_dir!r} already holds a run ({shown}); pass resume=True (--resume) to "
-                         f"continue it, or choose another folder")
-    had_manifest = os.path.exists(os.path.join(out_dir, MANIFEST))
-    folders = {root for root, _, _ in os.walk(out_dir)}
-    _barrier()  # under torchrun every rank checks the folder before rank 0 writes to it
-    if process_rank() == 0:
-        prepare_out_dir(out_dir)
-        write_json(os.path.join(out_dir, MANIFEST), {"experiment": name, "profile": profile, "config": record})
-    try:
+    with runs.experiment_folder(out_dir, name, profile, record, resume):
         results = module.run(config, out_dir=out_dir, resume=resume)
-    except BaseException:
-        if process_rank() == 0 and not had_manifest:
-            _undo(out_dir, folders, held_run=bool(before))
-        raise
     results.config = record
     if process_rank() == 0:
         results.save(out_dir)
@@ -232,40 +202,6 @@ def load_or_run(name: str, profile: str = "quick", out_dir: str | None = None, *
     if path is not None and os.path.exists(path):
         record = config_record(get_config(name, profile, **overrides))
         results = Results.load(out_dir)
-        _check_recorded(path, results.experiment, results.config, name, record)
+        runs.check_recorded(path, results.experiment, results.config, name, record)
         return results
     return run_experiment(name, profile, out_dir=out_dir, resume=out_dir is not None, **overrides)
-
-
-def _check_recorded(path: str, experiment, recorded, name: str, wanted: dict) -> None:
-    """ValueError unless ``path`` recorded experiment ``name`` with config ``wanted``."""
-    if experiment != name:
-        raise ValueError(f"{path} holds experiment {experiment!r}, not {name!r}; choose another folder")
-    diff = config_diff(recorded, wanted)
-    if diff:
-        raise ValueError(f"{path} was written with another config: {format_diff(diff)}; pass the config it was "
-                         f"written with, or choose another folder")
-
-
-def _undo(out_dir: str, keep: set[str], held_run: bool) -> None:
-    """After a failed run that wrote ``run.json``: remove it if the folder held a run before (whose config it may
-    not be) or holds no checkpoint now, and in the latter case also the empty folders not in ``keep``."""
-    trained = run_files(out_dir, (CHECKPOINT, RESULTS)) if os.path.isdir(out_dir) else []
-    manifest = os.path.join(out_dir, MANIFEST)
-    if (held_run or not trained) and os.path.exists(manifest):
-        os.remove(manifest)
-    if trained:
-        return
-    for root, _, _ in sorted(os.walk(out_dir), key=lambda w: -len(w[0])):  # deepest first
-        if root not in keep:
-            try:
-                os.rmdir(root)  # only empty folders go
-            except OSError:
-                pass
-
-
-def _barrier() -> None:
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()

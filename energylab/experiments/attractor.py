@@ -17,7 +17,6 @@ CPU core) and ``PROFILES["full"]`` (28x28 MNIST, the paper's shape and schedule,
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -26,9 +25,11 @@ import torch
 
 from energylab import baselines as bl
 from energylab._setup import choose_device, seed_everything
+from energylab.batches import EpochOrder
 from energylab.experiments.attractor_claims import claims, decide_table, margins  # noqa: F401 (one home)
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock
-from energylab.results import History, Results, config_record
+from energylab.results import History, Results
+from energylab.runs import config_record
 from energylab.tasks import images as im
 from energylab.train import TrainConfig, train
 
@@ -151,10 +152,6 @@ def corrupt_test(task: str, pixels: torch.Tensor, patch: int, cfg: Config):
     return corrupt(task, pixels, patch, cfg, torch.Generator().manual_seed(cfg.seed + 17))
 
 
-def _steps_per_epoch(n: int, batch: int) -> int:
-    return math.ceil(n / batch)
-
-
 def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: str | None = None,
                resume: bool = False) -> tuple[BareSelfAttention, History]:
     """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``."""
@@ -163,12 +160,11 @@ def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: s
                            lam_train=cfg.lam_train, lam_test=cfg.lam_test, eta=cfg.eta, drop_masked=cfg.drop_masked)
     model = BareSelfAttention(mcfg, torch.Generator().manual_seed(cfg.seed))
     spins = im.pixels_to_spins(im.patchify(data.train, cfg.patch))  # (P, N, 2a)
-    spe = _steps_per_epoch(len(spins), cfg.batch_size)
+    order = EpochOrder(len(spins), cfg.batch_size, drop_last=False, stride=1000)  # committed runs' stride
+    spe = order.steps_per_epoch
 
     def batches(step: int):
-        epoch, k = divmod(step, spe)
-        perm = torch.randperm(len(spins), generator=torch.Generator().manual_seed(cfg.seed * 1000 + epoch))
-        idx = perm[k * cfg.batch_size:(k + 1) * cfg.batch_size]
+        idx = order(step, cfg.seed)
         sites = torch.randint(0, spins.shape[1], (len(idx),), generator=torch.Generator().manual_seed(step))
         return spins[idx], sites
 

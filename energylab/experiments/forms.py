@@ -29,7 +29,8 @@ from energylab.experiments.sudoku import blank_loss, epoch_batches, load_set, te
 from energylab.models import count_parameters
 from energylab.models import derived as D
 from energylab.models.looped import LoopedConfig, LoopedModel
-from energylab.results import Results, config_record
+from energylab.results import Results
+from energylab.runs import config_record
 from energylab.train import TrainConfig, train
 
 LAYERS = D.LAYER_NAMES

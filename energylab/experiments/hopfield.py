@@ -31,7 +31,8 @@ import torch
 from energylab._setup import choose_device
 from energylab.descent import Descent, iterate
 from energylab.forms import hopfield as hf
-from energylab.results import Results, claim_run_dir, config_record, load_checkpoint, save_checkpoint
+from energylab.results import Results
+from energylab.runs import claim_run_dir, config_record, load_checkpoint, save_checkpoint
 from energylab.tasks import images as im
 
 __all__ = ["Config", "PROFILES", "COST", "CHAPTER", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]

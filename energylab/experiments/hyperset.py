@@ -28,9 +28,10 @@ import torch.nn.functional as F
 
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
+from energylab.batches import EpochOrder
 from energylab.models import count_parameters
 from energylab.models.hyperset import HyperSET
-from energylab.results import config_record
+from energylab.runs import config_record
 from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare, scaling, trend
 
@@ -56,8 +57,7 @@ class Config:
     weight_decay: float = 0.0  # AdamW decoupled weight decay
     warmup_steps: int = 20  # linear warm-up, then cosine to 0
     grad_clip: float | None = 1.0  # max gradient norm
-    seed: int = 0  # model initialisation and batch order (each layer starts from this seed) when ``seeds`` is ()
-    seeds: tuple[int, ...] = ()  # one model per layer and seed; accuracies are seed means (() = (seed,))
+    seeds: tuple[int, ...] = (0,)  # one model per layer and seed (initialisation, batch order); seed means
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     progress: bool = True  # progress bars
 
@@ -176,10 +176,11 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         raise ValueError("need at least one layer and positive test_iterations")
     device = choose_device(config.device)
     (x_tr, y_tr), (x_te, y_te), classes = load_images(config)
-    per_epoch = len(y_tr) // config.batch_size
+    order = EpochOrder(len(y_tr), config.batch_size)
+    per_epoch = order.steps_per_epoch
     results = Results("hyperset", dataclasses.asdict(config))
     rows, params, metrics, states = [], {}, {}, {}
-    seeds = config.seeds or (config.seed,)
+    seeds = config.seeds
     for layer in config.layers:
         traces = []
         for seed in seeds:
@@ -188,9 +189,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             params[layer] = count_parameters(model)
 
             def batches(step: int, seed=seed):
-                epoch, k = divmod(step, per_epoch)
-                perm = torch.randperm(len(y_tr), generator=torch.Generator().manual_seed(1_000_003 * seed + epoch))
-                idx = perm[k * config.batch_size:(k + 1) * config.batch_size]
+                idx = order(step, seed)
                 return x_tr[idx], y_tr[idx]
 
             train_cfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr,
@@ -198,8 +197,9 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                                     warmup_steps=config.warmup_steps, grad_clip=config.grad_clip,
                                     log_every=max(1, per_epoch), device=str(device), seed=seed,
                                     progress=config.progress)
-            folder = layer if not config.seeds else os.path.join(layer, f"seed{seed}")
-            key = layer if not config.seeds else f"{layer}/seed{seed}"
+            per_seed = len(seeds) > 1  # one seed: the layer's name alone, as the quick profile's curves are named
+            folder = os.path.join(layer, f"seed{seed}") if per_seed else layer
+            key = f"{layer}/seed{seed}" if per_seed else layer
             results.histories[key] = train(model, loss_fn, batches, train_cfg,
                                            out_dir=None if out_dir is None else os.path.join(out_dir, folder),
                                            resume=resume, identity=config_record(config))

@@ -23,11 +23,13 @@ import torch
 import torch.nn.functional as F
 
 from energylab.baselines import constant_accuracy, constant_row_accuracy
+from energylab.batches import EpochOrder
 from energylab.ensemble import train_ensemble
 from energylab.models import count_parameters
 from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters
 from energylab.modules import MHA2nd1st, MHA2nd1stCorrected, MultiHeadAttention
-from energylab.results import History, Results, config_record
+from energylab.results import History, Results
+from energylab.runs import config_record
 from energylab.tasks import lis
 from energylab.train import TrainConfig, train
 
@@ -72,7 +74,6 @@ class Config:
     seeds: tuple[int, ...] = (0,)  # one model per seed; several are trained as one vmapped ensemble
     data_seed: int = 0  # seed of the train/test draw (shared by all seeds and variants)
     device: str = "auto"  # "auto", "cpu", "cuda", ...
-    seed: int = 0  # unused beyond the registry's convention; ``seeds`` rules
     progress: bool = True  # tqdm progress bar per run
 
 
@@ -140,20 +141,11 @@ class EpochBatches:
     so any step's batch can be recomputed (exact resume). The last partial batch of an epoch is dropped."""
 
     def __init__(self, tokens: torch.Tensor, batch_size: int):
-        if batch_size > tokens.shape[0]:
-            raise ValueError(f"batch_size={batch_size} exceeds the {tokens.shape[0]} training samples")
-        self.tokens, self.batch_size = tokens, batch_size
-        self.steps_per_epoch = tokens.shape[0] // batch_size
-        self._cache: dict[tuple[int, int], torch.Tensor] = {}
+        self.tokens, self.order = tokens, EpochOrder(tokens.shape[0], batch_size)
+        self.steps_per_epoch = self.order.steps_per_epoch
 
     def __call__(self, step: int, seed: int = 0) -> torch.Tensor:
-        epoch, i = divmod(step, self.steps_per_epoch)
-        if (epoch, seed) not in self._cache:
-            self._cache = {k: v for k, v in self._cache.items() if k[0] == epoch}  # keep one epoch's perms
-            gen = torch.Generator().manual_seed(1_000_003 * seed + epoch)
-            self._cache[(epoch, seed)] = torch.randperm(self.tokens.shape[0], generator=gen)
-        idx = self._cache[(epoch, seed)][i * self.batch_size:(i + 1) * self.batch_size]
-        return self.tokens[idx]  # (batch, 2L+4)
+        return self.tokens[self.order(step, seed)]  # (batch, 2L+4)
 
 
 def make_eval_fn(tokens: torch.Tensor, length: int, batch_size: int = 1024, greedy_answer: bool = False):

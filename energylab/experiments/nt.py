@@ -17,10 +17,12 @@ import torch
 
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
+from energylab.batches import epoch_generator
 from energylab.ensemble import train_ensemble
 from energylab.models import count_parameters
 from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, squared_error
-from energylab.results import Results, config_record
+from energylab.results import Results
+from energylab.runs import config_record
 from energylab.tasks import nt as tasks
 from energylab.train import TrainConfig
 
@@ -177,7 +179,7 @@ def _variant(run: NTRun, generator: torch.Generator) -> str:
 
 def epoch_batch(run: NTRun, n_batch: int, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The batch of one epoch for one seed: a fresh series, (n_batch, N_con) inputs and (n_batch,) targets."""
-    g = torch.Generator().manual_seed(1_000_003 * seed + epoch)
+    g = epoch_generator(seed, epoch)
     return tasks.batch(run.N, run.tau, run.n_con, n_batch, _variant(run, g), generator=g)
 
 

@@ -28,7 +28,7 @@ import torch
 from energylab.experiments import sudoku
 from energylab.jacobians import contribution_index, lyapunov_spectrum, pseudo_energy, spectral_norm
 from energylab.models import recurrent
-from energylab.results import config_record
+from energylab.runs import config_record
 from energylab.sphere import normalize
 from energylab.tasks import sudoku as tasks
 from energylab.train import Results, TrainConfig, train

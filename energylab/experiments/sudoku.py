@@ -25,12 +25,13 @@ import torch
 import torch.nn.functional as F
 
 from energylab._setup import choose_device
+from energylab.batches import EpochOrder
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.regularisers import REGULARISERS, regulariser
-from energylab.results import config_record
+from energylab.runs import config_record
 from energylab.tasks import sudoku as tasks
 from energylab.tasks.sudoku_config import check_run_config
-from energylab.train import Results, TrainConfig, train
+from energylab.train import History, Results, TrainConfig, train
 from energylab.verdicts import compare, scaling
 
 
@@ -180,15 +181,13 @@ def regularised_loss(name: str, weight: float):
 
 def epoch_batches(data: tasks.SudokuDataset, batch_size: int, seed: int):
     """``step -> (tokens, target, mask)``: each epoch a fresh seeded permutation, cut into full batches."""
-    per_epoch = len(data) // batch_size
+    order = EpochOrder(len(data), batch_size)
 
     def batch(step: int):
-        epoch, k = divmod(step, per_epoch)
-        perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(1_000_003 * seed + epoch))
-        idx = perm[k * batch_size:(k + 1) * batch_size]
+        idx = order(step, seed)
         return data.tokens[idx], data.target[idx], data.mask[idx]
 
-    return batch, per_epoch
+    return batch, order.steps_per_epoch
 
 
 @torch.no_grad()
@@ -292,6 +291,26 @@ def merge_league(config: Config, runs: dict[str, Results]) -> Results:
     return merged
 
 
+def train_seed(config: Config, seed: int, train_data: tasks.SudokuDataset, *, steps: int | None = None,
+               eval_fn=None, device: torch.device | str = "cpu", out_dir: str | None = None,
+               resume: bool = False) -> tuple[LoopedModel, History]:
+    """The looped model ``config.layer`` trained with seed ``seed`` on ``train_data``, as :func:`run` trains each
+    seed. ``steps`` stops it early (config.epochs epochs otherwise): the replays of committed runs train the first
+    steps only, which inside the warm-up do not depend on the length of the run."""
+    torch.manual_seed(seed)
+    model = make_model(config)
+    batches, per_epoch = epoch_batches(train_data, config.batch_size, seed)
+    train_cfg = TrainConfig(
+        steps=config.epochs * per_epoch if steps is None else steps, optimizer="adamw", lr=config.lr,
+        weight_decay=config.weight_decay, betas=config.betas, schedule=config.schedule,
+        warmup_steps=config.warmup_steps, grad_clip=config.grad_clip, log_every=max(1, min(per_epoch, 50)),
+        eval_every=config.eval_every, checkpoint_every=config.checkpoint_every, device=str(device), amp=config.amp,
+        seed=seed, progress=config.progress)
+    history = train(model, regularised_loss(config.regulariser, config.reg_weight), batches, train_cfg,
+                    eval_fn=eval_fn, out_dir=out_dir, resume=resume, identity=config_record(config))
+    return model, history
+
+
 def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train one looped model (``config.layer``) per seed; evaluate every test set at every test T."""
     check_run_config(config)
@@ -313,22 +332,12 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
     curves = {name: {"iterations": list(every), "board": [0.0] * len(every), "cell": [0.0] * len(every)}
               for name in config.test_sets}
     traces, clamped, curves_clamped = [], [], {}
+    eval_fn = None if eval_data is None else (
+        lambda m: test_time(m, eval_data, (config.iterations,))[config.iterations])
     for s in config.seeds:
-        torch.manual_seed(s)
-        model = make_model(config)
-        batches, per_epoch = epoch_batches(train_data, config.batch_size, s)
-        train_cfg = TrainConfig(
-            steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr, weight_decay=config.weight_decay,
-            betas=config.betas, schedule=config.schedule, warmup_steps=config.warmup_steps,
-            grad_clip=config.grad_clip, log_every=max(1, min(per_epoch, 50)), eval_every=config.eval_every,
-            checkpoint_every=config.checkpoint_every, device=str(device), amp=config.amp, seed=s,
-            progress=config.progress)
-        eval_fn = None if eval_data is None else (
-            lambda m: test_time(m, eval_data, (config.iterations,))[config.iterations])
-        loss_fn = regularised_loss(config.regulariser, config.reg_weight)
-        history = train(model, loss_fn, batches, train_cfg, eval_fn=eval_fn,
-                        out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"), resume=resume,
-                        identity=config_record(config))
+        model, history = train_seed(config, s, train_data, eval_fn=eval_fn, device=device,
+                                    out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"),
+                                    resume=resume)
         results.histories[f"seed{s}"] = history
         for name, data in tests.items():
             accs = test_time(model, data, every)
@@ -366,7 +375,7 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
         metrics["per_seed"] = traces
     results.extra.update(test_time=curves, trained_iterations=config.iterations, metrics=metrics, lr=config.lr,
                          parameters=sum(p.numel() for p in model.parameters()), device=str(device),
-                         steps=config.epochs * per_epoch,
+                         steps=config.epochs * (len(train_data) // config.batch_size),
                          givens={name: sorted({int(g) for g in d.givens()}) for name, d in tests.items()},
                          chance_cell=1 / config.size)
     return results

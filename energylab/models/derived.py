@@ -10,7 +10,8 @@ Energies (``nn.Module`` with ``energy(x)``, x (B, N, d) -> (B,), and their hand-
   k_{h,m}‖²)⁻¹. Our own energy (no paper): far keys keep a polynomial, not an exponentially small, weight.
 
 Looped blocks (``builder(dim, heads, ffn_mult)``, ``forward(x, c)``, registered into
-:data:`energylab.models.looped.LAYERS` when this module is imported):
+:data:`energylab.models.looped.LAYERS` when this module is imported), each the one pre-norm block
+(:class:`energylab.models.block.PreNormBlock`):
 
     h = x + c;  h = h + A(RMSNorm(h));  x' = h + F(RMSNorm(h))
 
@@ -23,15 +24,15 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from energylab import modules as M
 from energylab.energy_layer import derive
+from energylab.models.block import MLP, PreNormBlock
 from energylab.models.looped import register_layer
 
-__all__ = ["SoftmaxSelfEnergy", "CauchyEnergy", "FormBlock", "DerivedAttention", "MLP", "ATTENTIONS", "FEEDFORWARDS",
-           "ENERGIES", "LAYER_NAMES"]
+__all__ = ["SoftmaxSelfEnergy", "CauchyEnergy", "DerivedAttention", "ATTENTIONS", "FEEDFORWARDS", "ENERGIES",
+           "LAYER_NAMES"]
 
 
 def _projections(dim: int, heads: int, generator=None):
@@ -99,18 +100,6 @@ class CauchyEnergy(nn.Module):
 ENERGIES = {"softmax": SoftmaxSelfEnergy, "cauchy": CauchyEnergy}
 
 
-class MLP(nn.Module):
-    """The Transformer block's feedforward W_2 GELU(W_1 x), no biases: (..., d) -> (..., d)."""
-
-    def __init__(self, dim: int, ffn_mult: int):
-        super().__init__()
-        self.ff1 = nn.Linear(dim, ffn_mult * dim, bias=False)
-        self.ff2 = nn.Linear(ffn_mult * dim, dim, bias=False)
-
-    def forward(self, x):
-        return self.ff2(F.gelu(self.ff1(x)))
-
-
 class DerivedAttention(nn.Module):
     """A derived layer's update η·u(x) as an attention sublayer (the block adds the residual); η is learned
     (initial ``step``). ``self.layer`` is the :class:`~energylab.energy_layer.EnergyLayer`."""
@@ -121,20 +110,6 @@ class DerivedAttention(nn.Module):
 
     def forward(self, x):
         return self.layer.step.to(x.dtype) * self.layer.update(x)
-
-
-class FormBlock(nn.Module):
-    """h = x + c; h = h + attention(RMSNorm(h)); x' = h + feedforward(RMSNorm(h)). x, c (B, N, d)."""
-
-    def __init__(self, attention: nn.Module, feedforward: nn.Module, dim: int):
-        super().__init__()
-        self.norm1, self.norm2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
-        self.attention, self.feedforward = attention, feedforward
-
-    def forward(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-        h = x if c is None else x + c
-        h = h + self.attention(self.norm1(h))
-        return h + self.feedforward(self.norm2(h))
 
 
 # name -> attention(dim, heads); every layer attends to all tokens (a board has no order: causal=False)
@@ -159,11 +134,12 @@ LAYER_NAMES = (*(f"form-{n}" for n in (*ATTENTIONS, *FEEDFORWARDS)), *(f"derived
 
 def _register() -> None:
     for name, attention in ATTENTIONS.items():
-        register_layer(f"form-{name}", lambda d, h, m, a=attention: FormBlock(a(d, h), MLP(d, m), d))
+        register_layer(f"form-{name}", lambda d, h, m, a=attention: PreNormBlock(a(d, h), MLP(d, m), d))
     for name, feedforward in FEEDFORWARDS.items():
-        register_layer(f"form-{name}", lambda d, h, m, f=feedforward: FormBlock(ATTENTIONS["mha"](d, h), f(d, m), d))
+        register_layer(f"form-{name}", lambda d, h, m, f=feedforward: PreNormBlock(ATTENTIONS["mha"](d, h), f(d, m), d))
     for name, energy in ENERGIES.items():
-        register_layer(f"derived-{name}", lambda d, h, m, e=energy: FormBlock(DerivedAttention(e(d, h)), MLP(d, m), d))
+        register_layer(f"derived-{name}",
+                       lambda d, h, m, e=energy: PreNormBlock(DerivedAttention(e(d, h)), MLP(d, m), d))
 
 
 _register()

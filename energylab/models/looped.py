@@ -28,8 +28,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from energylab.models.block import MLP, PreNormBlock
+from energylab.modules import MultiHeadAttention
 
 # family (the part of a name before the first "-") -> the module whose import registers that family's layers
 LAYER_MODULES = {"hyperset": "energylab.models.hyperset", "itrsa": "energylab.models.recurrent",
@@ -106,47 +108,24 @@ def register_layer(name: str, builder: Callable[[int, int, int], nn.Module]) -> 
     dict.__setitem__(LAYERS, name, builder)
 
 
-class TransformerBlock(nn.Module):
-    """Pre-RMSNorm Transformer block without biases or dropout, with the input injected first:
+class TransformerBlock(PreNormBlock):
+    """The looped Transformer's layer: the pre-norm block (:class:`~energylab.models.block.PreNormBlock`) with
+    softmax multi-head attention over all pairs (a board has no order) and the GELU MLP, no biases or dropout,
+    the input injected first:
 
         h = x + c;  h = h + MSA(RMSNorm(h));  x' = h + FFN(RMSNorm(h)),   FFN = W_2 GELU(W_1 ·)
 
-    (c = None: h = x). Shapes: x, c (B, N, d) -> (B, N, d); heads H with d_h = d / H.
+    (c = None: h = x). Shapes: x, c (B, N, d) -> (B, N, d); heads H with d_h = d / H. The same block as the
+    ``form-mha`` layer, with the attention weights as a hook.
     """
 
     def __init__(self, dim: int, heads: int, ffn_mult: int = 4):
-        super().__init__()
-        if dim % heads:
-            raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
-        self.heads = heads
-        self.norm1, self.norm2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.out = nn.Linear(dim, dim, bias=False)
-        self.ff1 = nn.Linear(dim, ffn_mult * dim, bias=False)
-        self.ff2 = nn.Linear(ffn_mult * dim, dim, bias=False)
-
-    def _qkv(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, N, d) normalised tokens -> queries, keys, values stacked as (3, B, H, N, d_h)."""
-        B, N, d = x.shape
-        return self.qkv(x).view(B, N, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-
-    def attention(self, x: torch.Tensor) -> torch.Tensor:
-        """Multi-head softmax self-attention of (B, N, d) tokens (all pairs: a board has no order)."""
-        B, N, d = x.shape
-        q, k, v = self._qkv(x)  # 3 x (B, H, N, d_h)
-        y = F.scaled_dot_product_attention(q, k, v)  # (B, H, N, d_h)
-        return self.out(y.transpose(1, 2).reshape(B, N, d))
+        super().__init__(MultiHeadAttention(dim, heads, causal=False), MLP(dim, ffn_mult), dim)
 
     def attention_weights(self, h: torch.Tensor) -> torch.Tensor:
         """The softmax weights softmax(q kᵀ/√d_h) that :meth:`forward` applies to the tokens h = x + c (before
         RMSNorm): (B, N, d) -> (B, H, N_query, N_key), rows summing to one."""
-        q, k, _ = self._qkv(self.norm1(h))
-        return torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
-
-    def forward(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
-        h = x if c is None else x + c
-        h = h + self.attention(self.norm1(h))
-        return h + self.ff2(F.gelu(self.ff1(self.norm2(h))))
+        return self.attention.weights(self.norm1(h))
 
 
 register_layer("transformer", TransformerBlock)

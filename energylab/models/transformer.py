@@ -1,6 +1,7 @@
 """A compact pre-LN decoder-only Transformer with pluggable attention (Vaswani et al. 2017; paper 000, Sec. 5).
 
     x⁰ = Embed(tokens) + PE                                      sinusoidal absolute positions, then dropout
+    (each layer is the one pre-norm block, :class:`energylab.models.block.PreNormBlock`, with LayerNorm)
     x^{l+½} = x^l + Dropout(Attn(LN(x^l)))                        Attn: any layer of energylab.modules
     x^{l+1} = x^{l+½} + Dropout(FFN(LN(x^{l+½})))                 skipped in the "-only" variants
     logits = LN(x^L) Eᵀ                                          E tied to the embedding or a separate matrix
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 
 from energylab.models import count_parameters
+from energylab.models.block import PreNormBlock
 from energylab.modules import MultiHeadAttention
 
 AttentionFactory = Callable[[int, int], nn.Module]
@@ -70,24 +72,6 @@ class FeedForward(nn.Module):
         return self.down(nn.functional.gelu(self.up(x)))  # (B, N, d)
 
 
-class Block(nn.Module):
-    """One pre-LN layer: attention sublayer, then (optionally) the feedforward sublayer, each with a residual."""
-
-    def __init__(self, attention: nn.Module, config: TransformerConfig):
-        super().__init__()
-        self.ln_attn = nn.LayerNorm(config.dim)
-        self.attn = attention
-        self.ln_ffn = nn.LayerNorm(config.dim) if config.ffn else None
-        self.ffn = FeedForward(config.dim, config.ffn_mult) if config.ffn else None
-        self.drop = nn.Dropout(config.dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.ln_attn(x)))  # (B, N, d)
-        if self.ffn is not None:
-            x = x + self.drop(self.ffn(self.ln_ffn(x)))
-        return x
-
-
 class Transformer(nn.Module):
     """Decoder-only language model: tokens (B, N) -> logits (B, N, V)."""
 
@@ -99,7 +83,11 @@ class Transformer(nn.Module):
         self.embed = nn.Embedding(config.vocab_size, config.dim)
         self.register_buffer("positions", sinusoidal_positions(config.max_len, config.dim), persistent=False)
         self.drop = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(attention(config.dim, config.heads), config) for _ in range(config.layers))
+        self.blocks = nn.ModuleList(  # the one pre-norm block, with LayerNorm and dropout here
+            PreNormBlock(attention(config.dim, config.heads),
+                         FeedForward(config.dim, config.ffn_mult) if config.ffn else None, config.dim,
+                         norm=nn.LayerNorm, dropout=config.dropout)
+            for _ in range(config.layers))
         self.ln_out = nn.LayerNorm(config.dim)
         self.readout = None if config.tied else nn.Linear(config.dim, config.vocab_size, bias=False)
 
@@ -121,4 +109,4 @@ class Transformer(nn.Module):
 
 def attention_parameters(model: Transformer) -> list[int]:
     """Trainable parameters of each layer's attention: 4d² for MHA, 3d² + 2H for MHA2nd1st."""
-    return [count_parameters(block.attn) for block in model.blocks]
+    return [count_parameters(block.attention) for block in model.blocks]

@@ -41,7 +41,7 @@ import torch
 from torch.utils.data import Dataset
 
 from energylab._checks import check_bool, check_int
-from energylab.results import atomic_write
+from energylab.runs import atomic_write
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
 from energylab.tasks.sudoku_solver import MIN_GIVENS, SHAPES, as_board, count_solutions, solve
 

@@ -127,13 +127,13 @@
       const { w, config: { dim: d, heads, ffn_mult } } = m;
       const h = x.map((r, i) => add(r, c[i]));
       const a = h.map((r) => rmsnorm(r, w["layer.norm1.weight"], F32_EPS));
-      const qkv = a.map((r) => linear(w["layer.qkv.weight"], r, 3 * d));  // (N, 3d): q | k | v
+      const qkv = a.map((r) => linear(w["layer.attention.qkv.weight"], r, 3 * d));  // (N, 3d): q | k | v
       const att = attend(qkv.map((r) => r.subarray(0, d)), qkv.map((r) => r.subarray(d, 2 * d)),
-                         qkv.map((r) => r.subarray(2 * d)), heads, w["layer.out.weight"]);
+                         qkv.map((r) => r.subarray(2 * d)), heads, w["layer.attention.out.weight"]);
       return h.map((r, i) => {
         const h2 = add(r, att[i]);
-        const f = linear(w["layer.ff1.weight"], rmsnorm(h2, w["layer.norm2.weight"], F32_EPS), ffn_mult * d).map(gelu);
-        return add(h2, linear(w["layer.ff2.weight"], f, d));
+        const f = linear(w["layer.feedforward.ff1.weight"], rmsnorm(h2, w["layer.norm2.weight"], F32_EPS), ffn_mult * d).map(gelu);
+        return add(h2, linear(w["layer.feedforward.ff2.weight"], f, d));
       });
     },
     itrsa(m, x, c) {
