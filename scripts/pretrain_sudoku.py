@@ -78,7 +78,10 @@ def pretrain(layer: str) -> dict:
         "recipe": {"experiment": "sudoku", "profile": "quick", "overrides": {"layer": layer},
                    "config": dataclasses.asdict(config), "steps": results.extra["steps"],
                    "parameters": results.extra["parameters"],
-                   "final_loss": round(results.histories[f"seed{seed}"].last("loss"), 6)},
+                   "final_loss": round(results.histories[f"seed{seed}"].last("loss"), 6),
+                   # the training loss per 50-step window: tests/test_pretrained.py replays the first window
+                   "loss": {"steps": results.histories[f"seed{seed}"].steps["loss"],
+                            "values": results.histories[f"seed{seed}"].curves["loss"]}},
         "test_boards": TEST_BOARDS,
         "accuracy": measured,
     }, train_seconds=round(seconds, 1))
