@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from energylab import descent
+from energylab.experiments import alternating
 
 F64 = torch.float64
 
@@ -17,11 +17,11 @@ F64 = torch.float64
 ])
 def test_alternating_config_refuses_bad_fields(field, value, error, expected):
     with pytest.raises(error, match=expected):
-        descent.AlternatingConfig(**{field: value})
+        alternating.AlternatingConfig(**{field: value})
 
 
 def _task(n=12, seed=0):
-    return descent.cluster_task(n, n_tokens=5, dim=3, n_classes=3, generator=torch.Generator().manual_seed(seed))
+    return alternating.cluster_task(n, n_tokens=5, dim=3, n_classes=3, generator=torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("bad, error, expected", [
@@ -34,28 +34,29 @@ def _task(n=12, seed=0):
 def test_alternating_optimisation_names_bad_labels(bad, error, expected):
     H, y = _task()
     with pytest.raises(error, match=expected):
-        descent.alternating_optimisation(H, bad(y), H, y, 3, descent.AlternatingConfig(epochs=1))
+        alternating.alternating_optimisation(H, bad(y), H, y, 3, alternating.AlternatingConfig(epochs=1))
     with pytest.raises(error, match=expected.replace("^y ", "^y_test ")):
-        descent.alternating_optimisation(H, y, H, bad(y), 3, descent.AlternatingConfig(epochs=1))
+        alternating.alternating_optimisation(H, y, H, bad(y), 3, alternating.AlternatingConfig(epochs=1))
 
 
 def test_alternating_optimisation_checks_n_classes_and_a_changed_config():
     H, y = _task()
     with pytest.raises(ValueError, match=r"^n_classes must be an int >= 1, got 0"):
-        descent.alternating_optimisation(H, y, H, y, 0)
-    config = descent.AlternatingConfig(epochs=1)
+        alternating.alternating_optimisation(H, y, H, y, 0)
+    config = alternating.AlternatingConfig(epochs=1)
     config.epochs = -3  # changed after construction
     with pytest.raises(ValueError, match=r"^epochs must be an int >= 0, got -3"):
-        descent.alternating_optimisation(H, y, H, y, 3, config)
+        alternating.alternating_optimisation(H, y, H, y, 3, config)
     with pytest.raises(TypeError, match=r"^config must be an AlternatingConfig, got dict"):
-        descent.alternating_optimisation(H, y, H, y, 3, {"epochs": 1})
+        alternating.alternating_optimisation(H, y, H, y, 3, {"epochs": 1})
 
 
 def test_alternating_optimisation_accepts_valid_edges():
     H, y = _task()
-    hist = descent.alternating_optimisation(H, y, H[:0], y[:0], 3, descent.AlternatingConfig(epochs=2))
+    hist = alternating.alternating_optimisation(H, y, H[:0], y[:0], 3, alternating.AlternatingConfig(epochs=2))
     assert len(hist.free_energy) == 2 and all(map(torch.isfinite, map(torch.tensor, hist.free_energy)))
-    assert descent.alternating_optimisation(H, y, H, y, 3, descent.AlternatingConfig(epochs=0)).free_energy == []
+    hist = alternating.alternating_optimisation(H, y, H, y, 3, alternating.AlternatingConfig(epochs=0))
+    assert hist.free_energy == []
 
 
 @pytest.mark.parametrize("kwargs, error, expected", [
@@ -70,11 +71,11 @@ def test_alternating_optimisation_accepts_valid_edges():
 ])
 def test_cluster_task_names_bad_arguments(kwargs, error, expected):
     with pytest.raises(error, match=expected):
-        descent.cluster_task(4, **kwargs)
+        alternating.cluster_task(4, **kwargs)
 
 
 def test_cluster_task_edges_are_valid():
-    H, y = descent.cluster_task(0)
+    H, y = alternating.cluster_task(0)
     assert H.shape == (0, 16, 8) and y.shape == (0,)
-    H, y = descent.cluster_task(5, n_tokens=4, in_cluster=1.0, noise=0.0, n_classes=1)
+    H, y = alternating.cluster_task(5, n_tokens=4, in_cluster=1.0, noise=0.0, n_classes=1)
     assert torch.isfinite(H).all() and (y == 0).all()

@@ -6,6 +6,7 @@ import torch
 
 from energylab import catalog, descent
 from energylab import sphere as sp
+from energylab.experiments import alternating
 from energylab.forms import free_energy as fe
 
 pytestmark = pytest.mark.usefixtures("float64_default")  # identities in float64
@@ -134,18 +135,20 @@ def test_descend_validates():
 
 def test_algorithm_one_small_rate_learns_large_rate_collapses():
     g = torch.Generator().manual_seed(0)
-    H, y = descent.cluster_task(300, generator=g)
+    H, y = alternating.cluster_task(300, generator=g)
     args = (H[:200], y[:200], H[200:], y[200:], 4)
-    slow = descent.alternating_optimisation(*args, descent.AlternatingConfig(epochs=40, lr_W=0.05, lr_E=1.0, eta=1.0))
+    slow = alternating.alternating_optimisation(
+        *args, alternating.AlternatingConfig(epochs=40, lr_W=0.05, lr_E=1.0, eta=1.0))
     assert slow.test_accuracy[-1] >= 0.95
     assert slow.cross_entropy[-1] < 0.3 * slow.cross_entropy[0]
     assert slow.free_energy[-1] < slow.free_energy[0]
-    fast = descent.alternating_optimisation(*args, descent.AlternatingConfig(epochs=40, lr_W=0.5, lr_E=1.0, eta=1.0))
+    fast = alternating.alternating_optimisation(
+        *args, alternating.AlternatingConfig(epochs=40, lr_W=0.5, lr_E=1.0, eta=1.0))
     floor = -1.0 * math.log(H.shape[1])  # −T log N: every mapped token on top of z
     assert abs(fast.free_energy[-1] - floor) < 1e-3
     assert fast.cross_entropy[-1] > math.log(4) - 0.05  # the readout is back at chance
     with pytest.raises(ValueError, match="w_objective"):
-        descent.alternating_optimisation(*args, descent.AlternatingConfig(w_objective="x"))
+        alternating.alternating_optimisation(*args, alternating.AlternatingConfig(w_objective="x"))
 
 
 def test_landscape_figure_has_two_composable_sliders():

@@ -52,6 +52,43 @@ def test_loaded_model_reproduces_its_recorded_accuracy(name):
     assert record["accuracy"]["4x4-id"][str(T)]["board"] > 0.5
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_each_model_is_the_quick_profiles_run(name):
+    """The packaged model is what ``energylab run sudoku --profile quick --set layer=<layer>`` trains (so the quick
+    profile as shipped teaches every layer to solve boards, the claim asserted above): its recipe is the quick
+    profile's config, and the recipe's first 50 steps (inside the 50-step warm-up, so the same whatever the length
+    of the run) give the recorded first loss window; trained with pinned numerics, so on any processor."""
+    from energylab.experiments import get_config, sudoku
+    from energylab.runs import config_diff, config_record
+
+    record = pretrained.info(name)
+    assert record["numerics"]["pinned"] and record["numerics"]["torch_threads"] == 1
+    cfg = get_config("sudoku", "quick", **record["recipe"]["overrides"], progress=False, device="cpu")
+    assert config_diff(record["recipe"]["config"], config_record(cfg)) == {}
+    assert cfg.warmup_steps >= 50 and cfg.seeds == (0,)
+    train_data = sudoku.load_set(cfg.train_set, "train", cfg.n_train, cfg.size, cfg.data_seed)
+    _, got = sudoku.train_seed(cfg, 0, train_data, steps=50)
+    want = record["recipe"]["loss"]
+    assert got.steps["loss"] == want["steps"][:1] == [50]
+    assert abs(got.curves["loss"][0] - want["values"][0]) <= 1e-5, (got.curves["loss"][0], want["values"][0])
+
+
+def test_the_experiment_evaluates_a_packaged_model_as_its_own_run():
+    """sudoku.evaluate on the packaged Hyper-SET (what chapter 8 shows) gives the recorded board accuracy."""
+    from energylab.experiments import get_config, sudoku
+
+    record = pretrained.info("sudoku4-hyperset")
+    cfg = get_config("sudoku", "quick", layer="hyperset", test_iterations=(8,), n_trace=0, progress=False,
+                     device="cpu")
+    res = sudoku.evaluate(cfg, {0: pretrained.load("sudoku4-hyperset")})
+    for set_name in cfg.test_sets:
+        got, want = res.final[f"{set_name}/board@T8"], record["accuracy"][set_name]["8"]["board"]
+        assert abs(got - want) * cfg.n_test <= BOARD_TOLERANCE, (set_name, got, want)
+    assert res.extra["steps"] == record["recipe"]["steps"] and res.histories["seed0"].steps == {}
+    with pytest.raises(ValueError, match="one model per seed"):
+        sudoku.evaluate(cfg, {1: pretrained.load("sudoku4-hyperset")})
+
+
 def test_what_the_chapters_say_of_them():
     """Chapters 8 and 9 (the solver's text): past the trained T the looped Transformer and ItrSA keep their answers
     (as many boards solved at 4T as at T, or more), Hyper-SET's and the Kuramoto layer's fall apart (under 10% at 4T),

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from energylab import descent, flows
+from energylab.experiments import alternating
 from energylab.flows import FlowConfig, preset_weights, simulate
 from energylab.forms import free_energy
 from energylab.forms.sphere import energy_rate
@@ -116,9 +117,9 @@ def test_algorithm_one_at_its_own_rate_oscillates_with_period_two(seed):
     """At η_W = η = 1 the test accuracy alternates between two phases, one of them below chance 1/4 on some epochs:
     neighbouring epochs differ far more than epochs two apart (measured ratios 11, 15, 91 on these seeds)."""
     gen = torch.Generator().manual_seed(seed)
-    H, y = descent.cluster_task(600, generator=gen)
-    cfg = descent.AlternatingConfig(epochs=60, eta=1.0, lr_W=1.0, lr_E=1.0, T=1.0, w_objective="energy")
-    h = descent.alternating_optimisation(H[:400], y[:400], H[400:], y[400:], 4, cfg)
+    H, y = alternating.cluster_task(600, generator=gen)
+    cfg = alternating.AlternatingConfig(epochs=60, eta=1.0, lr_W=1.0, lr_E=1.0, T=1.0, w_objective="energy")
+    h = alternating.alternating_optimisation(H[:400], y[:400], H[400:], y[400:], 4, cfg)
     assert period_two_ratio(h.test_accuracy) > 4
     assert min(h.test_accuracy[10:]) < 0.25 < max(h.test_accuracy[10:])
 

@@ -38,6 +38,7 @@ from energylab.train import check_device
 # experiment name -> module that implements it (imported on first use); each experiment's owner adds one line.
 # A chapter's "Run this chapter" box lists its experiments in this order (scripts/chapter_cells.py)
 EXPERIMENTS = {
+    "alternating": "energylab.experiments.alternating",  # paper 000: Algorithm 1 (alternating optimisation), chapter 2
     "nt": "energylab.experiments.nt",  # paper 001: DPA vs expressive attention on the NT delayed-addition tasks
     # paper 000: MHA vs MHA2nd1st (with/without FFN) on the longest increasing subsequence
     "lis": "energylab.experiments.lis",

@@ -311,8 +311,20 @@ def train_seed(config: Config, seed: int, train_data: tasks.SudokuDataset, *, st
     return model, history
 
 
-def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
-    """Train one looped model (``config.layer``) per seed; evaluate every test set at every test T."""
+def evaluate(config: Config, models: dict[int, LoopedModel]) -> Results:
+    """The Results :func:`run` gives for ``config`` (one layer), from models already trained with it, one per seed
+    of ``config.seeds`` (e.g. the packaged ``energylab.pretrained`` ones): the same test-time tables, curves and
+    traces; the histories are empty."""
+    if config.layers or sorted(models) != sorted(config.seeds):
+        raise ValueError(f"evaluate takes one layer's config and one model per seed of {config.seeds}, "
+                         f"got layers={config.layers} and models for seeds {sorted(models)}")
+    return _run_layer(config, trained=models)
+
+
+def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False,
+               trained: dict[int, LoopedModel] | None = None) -> Results:
+    """Train one looped model (``config.layer``) per seed (or take ``trained[seed]``); evaluate every test set at
+    every test T."""
     check_run_config(config)
     if config.batch_size < 1 or config.n_train < config.batch_size:
         raise ValueError(f"need n_train ({config.n_train}) >= batch_size ({config.batch_size}) >= 1")
@@ -335,9 +347,12 @@ def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False)
     eval_fn = None if eval_data is None else (
         lambda m: test_time(m, eval_data, (config.iterations,))[config.iterations])
     for s in config.seeds:
-        model, history = train_seed(config, s, train_data, eval_fn=eval_fn, device=device,
-                                    out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"),
-                                    resume=resume)
+        if trained is not None:
+            model, history = trained[s].to(device), History()
+        else:
+            model, history = train_seed(config, s, train_data, eval_fn=eval_fn, device=device,
+                                        out_dir=None if out_dir is None else os.path.join(out_dir, f"seed{s}"),
+                                        resume=resume)
         results.histories[f"seed{s}"] = history
         for name, data in tests.items():
             accs = test_time(model, data, every)
