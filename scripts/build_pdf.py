@@ -4,7 +4,9 @@ Jupyter Book builds the staged sources (_build/src, written by build_book.py) as
 Chromium opens it, waits until MathJax has typeset every equation and plotly has drawn every figure (the same
 checks as the site's smoke test), and prints it to A4 as _build/html/energylab.pdf. Every page of the website then
 gets a link to it in its download menu. The PDF has the math, the figures (as drawn, vector), the exercises and
-the bibliography; the ipywidgets controls (live only with a kernel) are left out.
+the bibliography; the ipywidgets controls (live only with a kernel) are left out. Every document starts on a new
+page, so that each chapter is also cut out of it as its own PDF (_build/html/pdf/<chapter>.pdf: poppler's pdfinfo
+finds where each starts, pypdf cuts), linked from that chapter's download menu.
 """
 from __future__ import annotations
 
@@ -25,10 +27,18 @@ SRC = ROOT / "_build" / "src"
 SINGLE = ROOT / "_build" / "pdf"
 PDF_NAME = "energylab.pdf"
 PRINT_WIDTH = 698  # CSS px: A4 less its two 0.5-inch margins at 96 px per inch; the page is laid out as printed
+CHAPTER_DIR = "pdf"  # the chapters' own PDFs, _build/html/pdf/<chapter>.pdf
 LINK = ('<li><a href="{href}" target="_blank" class="btn btn-sm btn-download-book-pdf-button dropdown-item" '
         'title="The whole book as one PDF" data-bs-placement="left" data-bs-toggle="tooltip">'
         '<span class="btn__icon-container"><i class="fas fa-book"></i></span>'
         '<span class="btn__text-container">book .pdf</span></a></li>')
+CHAPTER_LINK = ('<li><a href="{href}" target="_blank" class="btn btn-sm btn-download-chapter-pdf-button dropdown-item" '
+                'title="This chapter as a PDF" data-bs-placement="left" data-bs-toggle="tooltip">'
+                '<span class="btn__icon-container"><i class="fas fa-file-pdf"></i></span>'
+                '<span class="btn__text-container">chapter .pdf</span></a></li>')
+# every document of the single page starts on a new page (the span marks where a document begins)
+PAGE_BREAKS = '<style>@media print { span[id^="document-"] + section { break-before: page; } }</style>'
+
 MENU = '<div class="dropdown dropdown-download-buttons">'
 
 
@@ -52,6 +62,7 @@ def build_single_page() -> pathlib.Path:
     html = re.sub(r'<script type="application/vnd\.jupyter\.widget-view\+json">.*?</script>', "", html,
                   flags=re.DOTALL)
     html = html.replace('<script src="searchindex.js"></script>', "")
+    html = html.replace("</head>", PAGE_BREAKS + "</head>", 1)
     page.write_text(html, encoding="utf-8")
     assembled.unlink()
     return page
@@ -73,8 +84,52 @@ def print_book(page: pathlib.Path, out: pathlib.Path) -> list[str]:
             server.shutdown()
 
 
+def document_starts(pdf: pathlib.Path, page: pathlib.Path) -> dict[str, int]:
+    """{document (e.g. "notebooks/01_free_energy"): the PDF page (1-based) its first section starts on}, in the
+    book's order, from the PDF's named destinations (``pdfinfo -dests``: Chromium keeps every linked id)."""
+    html = page.read_text(encoding="utf-8")
+    sections = re.findall(r'<span id="document-([^"]+)"></span>\s*<section[^>]*\bid="([^"]+)"', html)
+    listing = subprocess.run(["pdfinfo", "-dests", str(pdf)], capture_output=True, text=True, check=True).stdout
+    dests = {}
+    for line in listing.splitlines()[1:]:
+        found = re.match(r'\s*(\d+)\s+\[.*\]\s+"(.*)"$', line)
+        if found:
+            dests.setdefault(found.group(2), int(found.group(1)))
+    return {doc: dests[sid] for doc, sid in sections if sid in dests}
+
+
+def split_chapters(pdf: pathlib.Path, page: pathlib.Path, out_dir: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Each chapter (a notebooks/ document) of the whole-book PDF as its own PDF in ``out_dir``: its pages up to
+    the page before the next document's first (pypdf, which writes the fonts and images those pages share once).
+    {chapter stem: path}."""
+    from pypdf import PdfReader, PdfWriter
+
+    starts = document_starts(pdf, page)
+    docs = list(starts)
+    reader = PdfReader(pdf)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    written = {}
+    for i, doc in enumerate(docs):
+        if not doc.startswith("notebooks/"):
+            continue
+        first = starts[doc] - 1
+        last = (starts[docs[i + 1]] - 1) if i + 1 < len(docs) else len(reader.pages)
+        writer = PdfWriter()
+        for number in range(first, last):
+            writer.add_page(reader.pages[number])
+        writer.compress_identical_objects(remove_identicals=True, remove_orphans=True)
+        stem = doc.split("/", 1)[1]
+        with open(out_dir / f"{stem}.pdf", "wb") as f:
+            writer.write(f)
+        written[stem] = out_dir / f"{stem}.pdf"
+    return written
+
+
 def link_from_every_page(site: pathlib.Path) -> int:
-    """Add the book PDF to every page's download menu; the number of pages changed."""
+    """Add the book PDF to every page's download menu, and to a chapter's page its own PDF when there is one; the
+    number of pages changed."""
     changed = 0
     for html_file in site.rglob("*.html"):
         html = html_file.read_text(encoding="utf-8")
@@ -82,6 +137,9 @@ def link_from_every_page(site: pathlib.Path) -> int:
             continue
         depth = len(html_file.relative_to(site).parts) - 1
         link = LINK.format(href="../" * depth + PDF_NAME)
+        own = site / CHAPTER_DIR / (html_file.stem + ".pdf")
+        if html_file.parent.name == "notebooks" and own.exists():
+            link += CHAPTER_LINK.format(href="../" * depth + f"{CHAPTER_DIR}/{own.name}")
         html = re.sub(r'(<div class="dropdown dropdown-download-buttons">.*?<ul class="dropdown-menu">)',
                       lambda m: m.group(1) + link, html, count=1, flags=re.DOTALL)
         html_file.write_text(html, encoding="utf-8")
@@ -101,6 +159,9 @@ def main(argv=None) -> int:
     problems = print_book(page, out)
     for p in dict.fromkeys(problems):
         print(f"[pdf]   - {p}")
+    chapters = split_chapters(out, page, site / CHAPTER_DIR) if out.exists() else {}
+    print(f"[pdf] {len(chapters)} chapter PDFs in {(site / CHAPTER_DIR).relative_to(ROOT)}: "
+          + ", ".join(f"{stem[:2]} {smoke_site.pdf_pages(path)} p." for stem, path in chapters.items()), flush=True)
     pages = link_from_every_page(site)
     size = out.stat().st_size / 1e6 if out.exists() else 0
     print(f"[pdf] {out.relative_to(ROOT)}: {smoke_site.pdf_pages(out) if out.exists() else 0} pages, {size:.1f} MB, "

@@ -362,6 +362,8 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         if drawn < expected["explorers"]:
             problems.append(f"sphere explorer: {expected['explorers']} in the page, {drawn} drawn")
         problems += check_sphere_flow(cdp, session)
+    if expected["figures"]:
+        problems += check_dark_figures(cdp, session)
     if expected.get("solvers"):
         drawn = result.get("solvers_drawn", 0)
         if drawn < expected["solvers"]:
@@ -450,6 +452,39 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
         if err > FLOW_TOL:
             problems.append(f"sphere explorer: the page's integrator differs from energylab.flows by {err:.2e} "
                             f"(> {FLOW_TOL:g}) on {case}")
+    return problems
+
+
+# The theme's dark mode (book/assets/js/plotly_theme.js): every figure's background clear and its text light on the
+# dark page, and each figure's own layout back on the light page.
+DARK_FIGURES = """(async () => {
+  const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const look = () => plots.map((el) => [el._fullLayout.paper_bgcolor, el._fullLayout.font.color]);
+  const settle = () => new Promise((done) => setTimeout(done, 400));
+  const before = look();
+  document.documentElement.dataset.theme = 'dark';
+  await settle();
+  const dark = look();
+  document.documentElement.dataset.theme = 'light';
+  await settle();
+  return JSON.stringify({before, dark, after: look()});
+})()"""
+
+
+def check_dark_figures(cdp: CDP, session: str) -> list[str]:
+    """The page's figures switched to the dark theme and back (problems, empty when fine)."""
+    try:
+        reply = cdp.send("Runtime.evaluate", session, expression=DARK_FIGURES, awaitPromise=True, returnByValue=True)
+        looks = json.loads(reply["result"]["value"])
+    except (RuntimeError, KeyError, TypeError, ValueError) as err:
+        return [f"dark mode: the figures could not be switched ({err})"]
+    problems = []
+    for i, (paper, font) in enumerate(looks["dark"]):
+        if paper.replace(" ", "") != "rgba(0,0,0,0)" or font.lower() != "#ced6dd":
+            problems.append(f"dark mode: figure {i} keeps background {paper} and text {font} on the dark page")
+    if looks["after"] != looks["before"]:
+        changed = sum(a != b for a, b in zip(looks["after"], looks["before"]))
+        problems.append(f"dark mode: {changed} figure(s) did not get their own colours back on the light page")
     return problems
 
 
@@ -583,7 +618,27 @@ def check_book_pdf(site: pathlib.Path, min_pages: int = 20) -> list[str]:
             problems.append(f"{rel}: no link to the book PDF in the download menu")
         elif (html_file.parent / link.group(1)).resolve() != pdf.resolve():
             problems.append(f"{rel}: the book PDF link points to {link.group(1)}")
+        if html_file.parent.name == "notebooks":
+            problems += check_chapter_pdf(html_file, html, rel)
     return problems
+
+
+def check_chapter_pdf(html_file: pathlib.Path, html: str, rel: str) -> list[str]:
+    """A chapter page links its own PDF (scripts/build_pdf.py cuts it out of the book's): a PDF whose first page
+    starts with the chapter's title."""
+    link = re.search(r'<a href="([^"]+)"[^>]*btn-download-chapter-pdf-button', html)
+    if link is None:
+        return [f"{rel}: no link to the chapter's PDF in the download menu"]
+    own = (html_file.parent / link.group(1)).resolve()
+    if not own.exists() or not own.read_bytes().startswith(b"%PDF-"):
+        return [f"{rel}: the chapter PDF {link.group(1)} is missing or not a PDF"]
+    title = re.search(r"<h1[^>]*>(.*?)</h1>", html, flags=re.DOTALL)
+    words = re.sub(r"<[^>]+>|#|¶", " ", title.group(1) if title else "").split()[:4]
+    first = subprocess.run(["pdftotext", "-f", "1", "-l", "1", str(own), "-"], capture_output=True,
+                           text=True).stdout
+    if not words or _squeeze(" ".join(words)) not in _squeeze(first):
+        return [f"{rel}: the chapter PDF's first page does not start the chapter ({' '.join(words)!r})"]
+    return []
 
 
 PDF_SAMPLES = 6  # pages of the PDF rendered as images and checked (the widest code first)

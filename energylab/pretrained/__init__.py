@@ -5,9 +5,9 @@
     >>> logits = model(tokens, iterations=16)                   # (B, 16, 4): any T, the loop is the same layer
 
 Each model is a quick-profile run of the league's ``energylab.experiments.sudoku`` (4x4 boards, d = 64, T = 8,
-seed 0, one CPU thread): trained by ``scripts/pretrain_sudoku.py`` (numerics pinned), or imported from an earlier
-run of the same config by ``scripts/import_sudoku_run.py``, which checks that the reloaded model solves the boards
-the run recorded; the record's ``provenance`` says which (the four shipped today were imported). Beside each state_dict
+seed 0, one CPU thread): trained by ``scripts/pretrain_sudoku.py`` (numerics pinned; the four shipped today, which
+``tests/test_pretrained.py`` replays from their recipe), or imported from an earlier run of the same config by
+``scripts/import_sudoku_run.py``, which checks that the reloaded model solves the boards the run recorded. Beside each state_dict
 (``<name>.pt``) a record (``<name>.json``, :func:`info`) keeps the model config, the training recipe, the commit,
 and the board and cell accuracy measured at every test T on the boards of ``sudoku4-test.json``
 (:func:`boards`), which ``tests/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same

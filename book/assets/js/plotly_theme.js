@@ -1,0 +1,63 @@
+// Plotly figures follow the site's light/dark switch (the pydata theme sets <html data-theme="light|dark">).
+// The figures are made for a white page; on the dark page their backgrounds go transparent and their text, axis
+// lines and grids take light colours. Switching back restores each figure's own layout. Figures drawn later (an
+// explorer, a slider's redraw) are themed when they appear. scripts/smoke_site.py checks it on a chapter page.
+(function () {
+  "use strict";
+  const DARK = { text: "#ced6dd", grid: "rgba(206, 214, 221, 0.16)", line: "rgba(206, 214, 221, 0.45)" };
+  const CLEAR = "rgba(0, 0, 0, 0)";
+
+  const isDark = () => document.documentElement.dataset.theme === "dark";
+  const get = (obj, path) => path.split(".").reduce((o, k) => (o == null ? undefined : o[k]), obj);
+
+  // the layout changes that make one figure readable on the dark page
+  function darkUpdate(layout) {
+    const u = { paper_bgcolor: CLEAR, plot_bgcolor: CLEAR, "font.color": DARK.text, "title.font.color": DARK.text,
+                "legend.bgcolor": CLEAR, "legend.font.color": DARK.text };
+    for (const a of Object.keys(layout).filter((k) => /^[xy]axis\d*$/.test(k))) {
+      Object.assign(u, { [a + ".gridcolor"]: DARK.grid, [a + ".zerolinecolor"]: DARK.line,
+                         [a + ".linecolor"]: DARK.line, [a + ".color"]: DARK.text });
+    }
+    for (const s of Object.keys(layout).filter((k) => /^scene\d*$/.test(k))) {
+      for (const a of ["xaxis", "yaxis", "zaxis"]) {
+        Object.assign(u, { [`${s}.${a}.gridcolor`]: DARK.grid, [`${s}.${a}.backgroundcolor`]: CLEAR,
+                           [`${s}.${a}.color`]: DARK.text });
+      }
+    }
+    return u;
+  }
+
+  function theme(el) {
+    if (!window.Plotly || !el.layout) return;
+    const want = isDark() ? "dark" : "light";
+    if ((el.dataset.plotTheme || "light") === want) return;
+    el.dataset.plotTheme = want;  // set first: relayout redraws, and the observer must not theme it again
+    if (want === "dark") {
+      const update = darkUpdate(el.layout);
+      // the figure's own values (null: plotly's default), restored on the light page
+      el._lightLayout = Object.fromEntries(Object.keys(update).map((k) => [k, get(el.layout, k) ?? null]));
+      window.Plotly.relayout(el, update);
+    } else if (el._lightLayout) {
+      window.Plotly.relayout(el, el._lightLayout);
+    }
+  }
+
+  let pending = false;
+  function themeAll() {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      document.querySelectorAll(".js-plotly-plot").forEach(theme);
+    });
+  }
+
+  new MutationObserver(themeAll).observe(document.documentElement, { attributes: true,
+                                                                     attributeFilter: ["data-theme"] });
+  const watchFigures = () => new MutationObserver((records) => {
+    if (records.some((r) => r.addedNodes.length)) themeAll();
+  }).observe(document.body, { childList: true, subtree: true });
+  if (document.body) watchFigures(); else document.addEventListener("DOMContentLoaded", watchFigures);
+  window.addEventListener("load", themeAll);
+  window.energylabPlotTheme = { themeAll, darkUpdate };  // for the smoke test
+})();
