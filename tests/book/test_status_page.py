@@ -6,7 +6,7 @@ import pathlib
 from energylab.committed import commit_results
 from energylab.results import Results
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "status_page.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "status_page.py"
 spec = importlib.util.spec_from_file_location("status_page", SCRIPT)
 sp = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(sp)

@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "vendor_assets.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "vendor_assets.py"
 spec = importlib.util.spec_from_file_location("vendor_assets", SCRIPT)
 va = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(va)

@@ -10,7 +10,7 @@ from energylab.forms import free_energy as fe
 from energylab.forms import hopfield as hf
 from energylab.viz.atlas import verify_errors_figure
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIB = ROOT / "book" / "references.bib"
 
 

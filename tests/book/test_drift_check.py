@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("drift_check", ROOT / "scripts" / "drift_check.py")
 dc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(dc)

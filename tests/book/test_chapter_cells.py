@@ -4,7 +4,7 @@ import importlib.util
 import json
 import pathlib
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "chapter_cells.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "chapter_cells.py"
 spec = importlib.util.spec_from_file_location("chapter_cells", SCRIPT)
 cc = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cc)

@@ -14,7 +14,7 @@ import energylab
 from energylab import experiments
 from energylab.__main__ import main
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _script(name):

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 TOC = (ROOT / "_toc.yml").read_text()
 
@@ -70,7 +70,7 @@ def test_file_number_is_chapter_number_is_toc_order():
 def test_no_python_domain_roles_in_markdown():
     """The site has no API pages (no autodoc), so {func}`...`-style roles are broken references under -n."""
     role = re.compile(r"\{(?:py:)?(?:func|class|meth|mod|attr|obj)\}`")
-    for path in sorted(pathlib.Path(__file__).resolve().parents[1].glob("notebooks/[0-9][0-9]_*.ipynb")):
+    for path in sorted(pathlib.Path(__file__).resolve().parents[2].glob("notebooks/[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
         bad = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and role.search("".join(c["source"]))]
         assert not bad, f"{path.name}: markdown cells {bad} use a Python-domain role; write `name` instead"

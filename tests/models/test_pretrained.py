@@ -14,7 +14,7 @@ import energylab
 from energylab import pretrained
 from energylab.models.looped import LoopedModel
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("export_sudoku_js", ROOT / "scripts" / "export_sudoku_js.py")
 export = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(export)

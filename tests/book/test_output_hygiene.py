@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from nbclean import WIDGET_STATE, notebook_problems  # noqa: E402 - the check's one home (drift_check uses it too)
 

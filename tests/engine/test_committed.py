@@ -42,7 +42,7 @@ def test_bad_names_and_missing_files_are_clear(tmp_path):
 
 
 def test_cli_commit_writes_the_named_file(monkeypatch, tmp_path, capsys):
-    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.experiments.test_cli")
     monkeypatch.setattr(committed, "ROOT", str(tmp_path / "committed"))
     out = str(tmp_path / "run")
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # as in a reader's shell (conftest pins pytest's own)
@@ -61,7 +61,7 @@ def test_cli_commit_writes_the_named_file(monkeypatch, tmp_path, capsys):
 def test_cli_commit_pins_the_numerics_and_one_thread(monkeypatch, tmp_path, capsys):
     from energylab import portable
 
-    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.experiments.test_cli")
     monkeypatch.setattr(committed, "ROOT", str(tmp_path / "committed"))
     for key, value in portable.PINNED_ENV.items():  # as if set before torch loaded (a fresh CLI process)
         monkeypatch.setenv(key, value)
@@ -106,7 +106,7 @@ def test_every_committed_file_loads_with_provenance(path):
 def test_cli_threads_option(monkeypatch, tmp_path, capsys):
     import torch
 
-    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.test_cli")
+    monkeypatch.setitem(experiments.EXPERIMENTS, "toy", "tests.experiments.test_cli")
     before = torch.get_num_threads()
     try:
         assert main(["run", "toy", "--device", "cpu", "--out", str(tmp_path / "a"), "--threads", "1"]) == 0

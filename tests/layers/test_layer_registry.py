@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = ("10_design_your_own.ipynb", "11_atlas.ipynb")  # the chapters that document form-/derived-
 
 _CHILD = r"""

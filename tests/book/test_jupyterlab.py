@@ -30,7 +30,7 @@ import urllib.request
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTER = "01_free_energy.ipynb"  # runs in about 10 s and has the ipywidgets temperature explorer
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 RAW_MYST = (":label:", "{cite}", "{cite:", "{eq}", "{math}", "{prf:", "{exercise}", "{solution}", "{numref}",

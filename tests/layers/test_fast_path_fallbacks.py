@@ -17,7 +17,7 @@ import torch
 from energylab import flows, kernels
 from energylab.sphere import random_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 _SCRIPT = r"""
 import json, sys, tempfile, warnings

@@ -10,7 +10,7 @@ import pytest
 
 from energylab import portable
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import nbclean  # noqa: E402
 

@@ -9,7 +9,7 @@ import yaml
 
 import energylab
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _script(name):

@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 pytest.importorskip("websocket")  # websocket-client, which the smoke test drives Chromium with
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "smoke_site.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "smoke_site.py"
 spec = importlib.util.spec_from_file_location("smoke_site", SCRIPT)
 ss = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ss)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("add_cell_ids", ROOT / "scripts" / "add_cell_ids.py")
 add_cell_ids = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(add_cell_ids)

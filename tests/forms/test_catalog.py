@@ -34,7 +34,7 @@ def test_every_form_is_named_in_the_chapter_that_derives_it(name):
     import pathlib
 
     form = catalog.FORMS[name]
-    (notebook,) = pathlib.Path(__file__).resolve().parents[1].joinpath("notebooks").glob(f"{form.chapter}.ipynb")
+    (notebook,) = pathlib.Path(__file__).resolve().parents[2].joinpath("notebooks").glob(f"{form.chapter}.ipynb")
     text = notebook.read_text()
     assert any(quoted in text for quoted in (f'\\"{name}\\"', f"'{name}'", f"`{name}`")), (name, form.chapter)
 
@@ -125,7 +125,7 @@ def test_paper_keys_are_in_the_bibliography():
     import pathlib
     import re
 
-    bib = pathlib.Path(__file__).resolve().parents[1] / "book" / "references.bib"
+    bib = pathlib.Path(__file__).resolve().parents[2] / "book" / "references.bib"
     if not bib.exists():
         pytest.skip("book/references.bib not present in this checkout")
     keys = set(re.findall(r"^@\w+\{([^,]+),", bib.read_text(), flags=re.M))

@@ -124,7 +124,7 @@ def test_algorithm_one_at_its_own_rate_oscillates_with_period_two(seed):
 
 
 # ----------------------------------------------------------------------------- book/intro.md's chapter table
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def _experiments_in_notebook(path: pathlib.Path) -> set[str]:
