@@ -1,4 +1,6 @@
-"""Bad input to the layers of energylab.modules (issue 35): dtype mismatch named, empty batches accepted."""
+"""Bad input to the layers of energylab.modules (issues 13 and 35): dtype mismatch named, empty batches accepted,
+zero tokens and non-positive sizes refused."""
+import numpy as np
 import pytest
 import torch
 
@@ -52,3 +54,33 @@ def test_mixed_dtypes_are_allowed_under_autocast():
     x = torch.randn(2, 5, DIM, dtype=torch.bfloat16)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.isfinite(layer(x).float()).all()
+
+
+ZERO_TOKEN_LAYERS = [lambda: M.MultiHeadAttention(4, 2), lambda: M.ExpressiveAttention(4, 2), lambda: M.MHA2nd1st(4, 2),
+          lambda: M.BiSoftmaxAttention(4, 2), lambda: M.SigmoidAttention(4, 2), lambda: M.KernelLinearAttention(4, 2),
+          lambda: M.ReLUEnergyFeedforward(4), lambda: M.SoftmaxEnergyFeedforward(4),
+          lambda: M.GatedEnergyFeedforward(4)]
+
+
+@pytest.mark.parametrize("make", ZERO_TOKEN_LAYERS)
+def test_layers_refuse_zero_tokens(make):
+    with pytest.raises(ValueError, match=r"^x must hold at least 1 token, got shape \(2, 0, 4\)"):
+        make()(torch.zeros(2, 0, 4))
+
+
+@pytest.mark.parametrize("cls", [M.MultiHeadAttention, M.ExpressiveAttention, M.MHA2nd1st, M.BiSoftmaxAttention,
+                                 M.SigmoidAttention, M.KernelLinearAttention])
+@pytest.mark.parametrize("dim", [0, -4])
+def test_attention_layers_refuse_non_positive_dim(cls, dim):
+    with pytest.raises(ValueError, match=f"^dim must be an int >= 1, got {dim}"):
+        cls(dim, 2 if dim else 1)
+
+
+@pytest.mark.parametrize("cls", [M.ReLUEnergyFeedforward, M.SoftmaxEnergyFeedforward, M.GatedEnergyFeedforward])
+def test_feedforward_layers_refuse_bad_sizes_and_eps(cls):
+    for dim in (0, -3):
+        with pytest.raises(ValueError, match="^dim must be"):
+            cls(dim, hidden=8)
+    with pytest.raises(ValueError, match="^eps must be a finite number >= 0"):
+        cls(4, eps=-1.0)
+    assert cls(4, hidden=np.int64(6)).hidden == 6

@@ -21,19 +21,6 @@ def test_dot_product_weights_match_softmax_and_mask():
     assert a[0, 0, 0] == 1.0  # first token attends only to itself
 
 
-def test_expressive_weights_hand_value_and_symmetry():
-    s = torch.tensor([[1.0, -1.0, 0.0, 2.0]], dtype=torch.float64)
-    w = ea.expressive_weights(s)
-    raw = torch.tensor([0.5, 0.5, 0.0, 0.8], dtype=torch.float64)
-    assert torch.allclose(w[0], raw / raw.sum(), rtol=1e-14, atol=0)
-    x = _scores(1, 3, 5, 5)
-    mask = torch.ones(5, 5, dtype=torch.bool).tril()
-    assert torch.equal(ea.expressive_weights(x, mask), ea.expressive_weights(-x, mask))  # even in the score
-    assert (ea.expressive_weights(x, mask).masked_select(~mask) == 0).all()
-    assert torch.allclose(ea.expressive_weights(x, mask).sum(-1), torch.ones(3, 5, dtype=torch.float64))
-    assert torch.equal(ea.expressive_weights(torch.zeros(1, 3)), torch.zeros(1, 3))  # no NaN on zero rows
-
-
 def test_weights_bad_input():
     s = _scores(0, 4, 4)
     with pytest.raises(TypeError, match="mask"):

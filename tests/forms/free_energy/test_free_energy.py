@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from energylab import catalog
 from energylab.forms import free_energy as fe
 
 N, D = 7, 5  # distinct primes so a transposition cannot pass
@@ -146,3 +147,13 @@ def test_bad_input_names_the_argument():
         fe.free_energy_of_weights(torch.ones(3), torch.ones(4), 1.0)
     with pytest.raises(TypeError, match="z"):
         fe.elastic_potentials([1.0] * D, H, W)
+
+
+def test_linear_attention_is_a_gradient_step_with_eta_T():
+    z, p = catalog.FORMS["linear_attention"].sample(7, 5, generator=_gen(1))
+    H, W, T = p["H"], p["W"], p["T"]
+    eta = 0.3
+    step = z + eta * fe.linear_attention_update(z, H, W, T)
+    scores = z @ W @ H.T  # zᵀ W_QᵀW_K h_i with W_QᵀW_K = W
+    linear_attention = z + scores @ (H @ (eta * T * W).T)  # eq. 13 with W_V = ηT W
+    assert _rel(step, linear_attention) < 1e-13

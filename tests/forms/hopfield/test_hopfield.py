@@ -9,6 +9,7 @@ from energylab import catalog
 from energylab.experiments import hopfield as hp
 from energylab.forms import free_energy as fe
 from energylab.forms import hopfield as hf
+from tests.probes import F64, gen, rel
 
 pytestmark = pytest.mark.usefixtures("float64_default")  # identities in float64
 
@@ -135,3 +136,12 @@ def test_figures(quick):
     assert list(fig.data[-2].y) == [round(float(v), 4) for v in accuracy[:, -1]]
     fig = hopfield_viz.metastable_figure(P, betas, hp.grid(r, "participation"), hp.grid(r, "own_class_weight"))
     assert len(fig.data) == 2
+
+
+def test_hopfield_retrieves_a_pattern_in_one_step():
+    g = gen(4)
+    X = torch.randn(6, 32, generator=g, dtype=F64)
+    xi = X[2] + 0.3 * torch.randn(32, generator=g, dtype=F64)
+    retrieved = xi + hf.hopfield_update(xi, X, beta=4.0)
+    assert rel(retrieved, X[2]) < 1e-6
+    assert float(hf.hopfield_energy(retrieved, X, 4.0)) < float(hf.hopfield_energy(xi, X, 4.0))
