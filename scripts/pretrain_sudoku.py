@@ -10,7 +10,7 @@ thread, the numerics pinned by :mod:`energylab.portable`). For each we write
   committed test boards at every test T, the commit, the machine and the time it took;
 
 and once ``sudoku4-test.json``: the test boards (puzzles and solutions of 4x4-id and 4x4-ood) the accuracies were
-measured on, so that ``tests/test_pretrained.py`` and the book's page read the very same boards.
+measured on, so that ``tests/models/test_pretrained.py`` and the book's page read the very same boards.
 """
 from energylab import portable
 

@@ -10,7 +10,7 @@ run of the same config by ``scripts/import_sudoku_run.py``, which checks that th
 the run recorded; the record's ``provenance`` says which (the four shipped today were imported). Beside each state_dict
 (``<name>.pt``) a record (``<name>.json``, :func:`info`) keeps the model config, the training recipe, the commit,
 and the board and cell accuracy measured at every test T on the boards of ``sudoku4-test.json``
-(:func:`boards`), which ``tests/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same
+(:func:`boards`), which ``tests/models/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same
 weights, exported by ``scripts/export_sudoku_js.py``.
 
 The module is callable: ``energylab.pretrained(name)`` is :func:`load`.

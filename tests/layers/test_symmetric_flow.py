@@ -14,7 +14,7 @@ from energylab.flows import FlowConfig, SphereWeights, fused_way, preset_weights
 from energylab.kernels import sphere_symmetric
 from energylab.sphere import random_tokens
 
-FLOAT32_TOL = 1e-4  # as tests/test_fused_flow.py (measured here: ~1e-6)
+FLOAT32_TOL = 1e-4  # as tests/layers/test_fused_flow.py (measured here: ~1e-6)
 
 
 def _fused(cfg: FlowConfig) -> FlowConfig:
