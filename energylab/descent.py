@@ -14,7 +14,7 @@ same W (App. A.4). This module holds the generic pieces chapter 2 needs and that
 - :func:`alternating_optimisation`: Algorithm 1, a one-layer classifier whose forward pass is descent on F* in
   z and whose parameter update is descent on W and on the readout E.
 
-Shapes: N tokens, d dim, H heads, d_h = d/H, M samples, C classes.
+Shapes: N tokens (the rows of H), d dim, heads heads, d_h = d/heads, M samples, C classes.
 """
 from __future__ import annotations
 

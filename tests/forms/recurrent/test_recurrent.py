@@ -3,7 +3,13 @@ along the softmax flows, the failed reconstruction, the discrete flow's negative
 import torch
 
 from energylab import catalog
-from energylab.forms.recurrent import energy_rate, prop42_maps, sa_flow, sample_prop41, sample_prop42
+from energylab.forms.recurrent import (
+    energy_rate,
+    orthogonal_head_maps,
+    sa_flow,
+    sample_generalised_symmetric,
+    sample_multihead_symmetric,
+)
 from energylab.jacobians import lyapunov_spectrum
 from energylab.sphere import normalize, random_tokens
 
@@ -20,12 +26,12 @@ def test_energy_never_increases_along_the_softmax_flows():
     """dE/dt ≤ 0 on 4,000 random states for each of 5 random weight draws, both propositions (float64)."""
     g = torch.Generator().manual_seed(0)
     for _ in range(5):
-        _, p = sample_prop41(6, 4, generator=g)
+        _, p = sample_generalised_symmetric(6, 4, generator=g)
         x = random_tokens(4000, 6, 4, seed=int(torch.randint(0, 10**6, (), generator=g)))
         A = p["W_Q"] @ p["W_K"].T
         assert energy_rate(x, A, p["W_V"], p["beta"], project=True).max() <= 1e-12
-        _, p = sample_prop42(6, 6, generator=g)
-        maps = prop42_maps(p["U"], p["Lam"])
+        _, p = sample_multihead_symmetric(6, 6, generator=g)
+        maps = orthogonal_head_maps(p["U"], p["Lam"])
         x = 2 * torch.randn(4000, 6, 6, generator=g, dtype=D)
         assert energy_rate(x, maps, maps, p["beta"], project=False).max() <= 1e-12
 
@@ -43,7 +49,7 @@ def test_the_notes_reconstruction_of_prop41_fails_somewhere():
 
 def test_discrete_symmetric_sa_has_a_negative_max_exponent():
     g = torch.Generator().manual_seed(0)
-    x0, p = sample_prop41(6, 4, generator=g)
+    x0, p = sample_generalised_symmetric(6, 4, generator=g)
     A = p["W_Q"] @ p["W_K"].T
 
     def step(x):

@@ -30,8 +30,8 @@ def test_paper_003_forms_just_below_the_overflow_limit_are_finite_and_exact(name
     """The largest beta whose exponentials fit float64: energy and update finite, and update = −∇E still."""
     x, params = sample(name)
     form = catalog.FORMS[name]
-    maps = (rc._prop41_map(x, params["W_Q"], params["W_K"], params["W_V"]) if name == PAPER_003[0]
-            else rc.prop42_maps(params["U"], params["Lam"]))
+    maps = (rc._generalised_symmetric_map(x, params["W_Q"], params["W_K"], params["W_V"]) if name == PAPER_003[0]
+            else rc.orthogonal_head_maps(params["U"], params["Lam"]))
     scores = torch.einsum("ia,...ab,jb->...ij", x, maps, x)
     beta = 0.97 * (math.log(torch.finfo(F64).max) - math.log(x.shape[0] ** 2)) / float(scores.max())
     params = {**params, "beta": beta}
@@ -68,11 +68,11 @@ def test_paper_003_forms_name_x_for_a_single_vector(name, part):
 # ----------------------------------------------------------------------------- zero heads
 
 
-def test_sphere_energy_and_prop42_refuse_zero_heads():
+def test_sphere_energy_and_multihead_symmetric_sa_refuse_zero_heads():
     x, _ = sample("sphere_interaction")
     Q = torch.zeros(0, 3, 6, dtype=F64)
     with pytest.raises(ValueError, match="Q must hold at least 1 head"):
         fs.sphere_interaction_energy(x, 1.0, Q, Q)
     x, params = sample("multihead_symmetric_sa")
     with pytest.raises(ValueError, match="Lam must hold at least 1 head"):
-        rc.prop42_update(x, params["U"], params["Lam"][:0], 1.0)
+        rc.multihead_symmetric_update(x, params["U"], params["Lam"][:0], 1.0)
