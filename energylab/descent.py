@@ -14,7 +14,7 @@ same W (App. A.4). This module holds the generic pieces chapter 2 needs and that
 
 Algorithm 1 (training as alternating optimisation) is an experiment: :mod:`energylab.experiments.alternating`.
 
-Shapes: N tokens, d dim, H heads, d_h = d/H, M samples, C classes.
+Shapes: N tokens (the rows of H), d dim, heads heads, d_h = d/heads, M samples, C classes.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The book's version as the scripts show it: `python scripts/book_version.py` prints it with its release date.
 
 The version has one source, ``energylab.__version__`` (pyproject.toml reads it too); the release date is
-CITATION.cff's ``date-released``. tests/test_versions.py checks that CITATION.cff and CHANGELOG.md agree with both.
+CITATION.cff's ``date-released``. tests/book/test_versions.py checks that CITATION.cff and CHANGELOG.md agree with both.
 scripts/build_book.py puts :func:`footer_html` into every page's footer, scripts/status_page.py shows
 :func:`describe`, and scripts/chapter_cells.py pins the install cell to :func:`tag`.
 """

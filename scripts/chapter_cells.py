@@ -7,8 +7,8 @@
    experiments with the time it takes (the experiment's COST) and the command that runs it, so a reader knows what
    the quick run in the page is and how to get the paper's scale.
 
-With --check nothing is written; the exit status is 1 when a chapter is out of date (tests/test_notebooks.py runs the
-same check). Neither cell has outputs, so writing them needs no re-execution.
+With --check nothing is written; the exit status is 1 when a chapter is out of date (tests/book/test_notebooks.py runs
+the same check). Neither cell has outputs, so writing them needs no re-execution.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ Writes into book/assets/js/ (copied to the site's _static/ with the other script
   commit) and every state_dict tensor as base64 of its little-endian float32 bytes, exactly the package's weights;
 * ``sudoku4-boards.js``: the first BOARDS puzzles (with solutions) of each committed test set, for the board picker.
 
-``tests/test_pretrained.py`` checks that these files equal what this script writes now (so they cannot drift from
+``tests/models/test_pretrained.py`` checks that these files equal what this script writes now (so they cannot drift from
 the package) and that the decoded weights equal the package's bit for bit.
 """
 from __future__ import annotations

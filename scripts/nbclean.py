@@ -6,7 +6,7 @@
 - stream outputs split by flushes: consecutive outputs of one stream are merged, so a table prints in one box.
 
 It also says what an output must not show (:func:`notebook_problems`: stderr, errors, warnings), which
-tests/test_output_hygiene.py checks in the committed chapters and scripts/drift_check.py reports under newer
+tests/book/test_output_hygiene.py checks in the committed chapters and scripts/drift_check.py reports under newer
 libraries.
 """
 from __future__ import annotations

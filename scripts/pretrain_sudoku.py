@@ -10,7 +10,7 @@ thread, the numerics pinned by :mod:`energylab.portable`). For each we write
   committed test boards at every test T, the commit, the machine and the time it took;
 
 and once ``sudoku4-test.json``: the test boards (puzzles and solutions of 4x4-id and 4x4-ood) the accuracies were
-measured on, so that ``tests/test_pretrained.py`` and the book's page read the very same boards.
+measured on, so that ``tests/models/test_pretrained.py`` and the book's page read the very same boards.
 """
 from energylab import portable
 
@@ -79,7 +79,7 @@ def pretrain(layer: str) -> dict:
                    "config": dataclasses.asdict(config), "steps": results.extra["steps"],
                    "parameters": results.extra["parameters"],
                    "final_loss": round(results.histories[f"seed{seed}"].last("loss"), 6),
-                   # the training loss per 50-step window: tests/test_pretrained.py replays the first window
+                   # the training loss per 50-step window: tests/models/test_pretrained.py replays the first window
                    "loss": {"steps": results.histories[f"seed{seed}"].steps["loss"],
                             "values": results.histories[f"seed{seed}"].curves["loss"]}},
         "test_boards": TEST_BOARDS,

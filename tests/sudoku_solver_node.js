@@ -1,4 +1,4 @@
-// Run book/assets/js/sudoku_solver.js in node (no browser) for tests/test_pretrained.py:
+// Run book/assets/js/sudoku_solver.js in node (no browser) for tests/models/test_pretrained.py:
 //   node tests/sudoku_solver_node.js <sudoku_solver.js> <weights.js> <name> <request.json>
 // request: {boards: [[16 ints], ...], T}; prints [SudokuSolver.run(model, board, T) for each board] as JSON.
 const fs = require("fs"), vm = require("vm");

@@ -14,7 +14,7 @@ Each module ``energylab.experiments.<name>`` provides
 - ``run(config, out_dir=None, resume=False) -> energylab.results.Results``: with ``out_dir`` each model it
   trains checkpoints in a subfolder of its own (hopfield, which trains nothing: each finished row of its grid), and
   ``resume`` continues the unfinished ones and reuses the finished ones, with the numbers of one uninterrupted run
-  (tests/test_experiments_resume.py, tests/test_sudoku_looped.py).
+  (tests/experiments/test_experiments_resume.py, tests/experiments/test_sudoku_looped.py).
 
 ``python -m energylab run <name> --profile full --device cuda --out DIR`` trains and writes ``DIR/results.json``;
 a notebook reads it back with :func:`load_or_run` instead of training. A run folder holds one run: its config is

@@ -2,7 +2,8 @@
 and the random draws of the samplers.
 
 Shapes (book/notation.md): a query z (..., d), tokens H (N, d) as rows, W (d, d); multi-head weights
-(H, d_h, d) with d_h = d / H, multi-head tensors (..., H, N, d_h).
+(heads, d_h, d) with d_h = d / heads, multi-head tensors (..., heads, N, d_h) (H is the token matrix, so a head
+count is written ``heads``).
 """
 from __future__ import annotations
 

@@ -6,9 +6,10 @@ the operators −∇F* (one step of each is softmax, linear or multi-head attent
 scores, the samplers of valid instances and the ``register`` calls. The Newton forms of the same paper (Att2nd,
 MHA2nd and their first-order versions) are in :mod:`energylab.forms.newton`.
 
-Shapes (book/notation.md): N tokens, d dimension, H heads, d_h = d / H. A query z has shape (..., d) (one query
-or a batch of queries), the attended tokens are the rows of H (N, d), W is (d, d) and multi-head maps W1, W2 are
-(H, d_h, d). An operator returns the *direction* of one step; a layer is then z + η · update.
+Shapes (book/notation.md): N tokens, d dimension, d_h = d / heads. A query z has shape (..., d) (one query or a
+batch of queries), the attended tokens are the rows of H (N, d), W is (d, d) and multi-head maps W1, W2 are
+(heads, d_h, d): H is the token matrix here, so a head count is written ``heads``. An operator returns the
+*direction* of one step; a layer is then z + η · update.
 """
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def linear_attention_energy(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T
 
 
 def check_heads(z, H, W1, W2) -> None:
-    """Validate multi-head maps W1, W2: (H, d_h, d) acting on z (..., d) and tokens H (N ≥ 1, d)."""
+    """Validate multi-head maps W1, W2: (heads, d_h, d) acting on z (..., d) and tokens H (N ≥ 1, d)."""
     check_tensor("z", z)
     check_tensor("H", H, ndim=2)
     check_count("H", H, 0, why=NO_KEYS)
@@ -165,10 +166,10 @@ def check_heads(z, H, W1, W2) -> None:
 
 
 def multihead_elastic_potentials(z, H, W1, W2) -> torch.Tensor:
-    """E_{i,h} = ½‖W_{1,h} z − W_{2,h} h_i‖² (paper 000, Theorem 2). z: (..., d)  ->  (..., H, N)."""
+    """E_{i,h} = ½‖W_{1,h} z − W_{2,h} h_i‖² (paper 000, Theorem 2). z: (..., d)  ->  (..., heads, N)."""
     check_heads(z, H, W1, W2)
-    q = torch.einsum("hca,...a->...hc", W1, z)  # q_h = W_{1,h} z: (..., H, d_h)
-    k = torch.einsum("hca,ia->hic", W2, H)  # k_{i,h} = W_{2,h} h_i: (H, N, d_h)
+    q = torch.einsum("hca,...a->...hc", W1, z)  # q_h = W_{1,h} z: (..., heads, d_h)
+    k = torch.einsum("hca,ia->hic", W2, H)  # k_{i,h} = W_{2,h} h_i: (heads, N, d_h)
     return 0.5 * (q.unsqueeze(-2) - k).pow(2).sum(-1)
 
 
@@ -250,16 +251,16 @@ def linear_attention_update(z: torch.Tensor, H: torch.Tensor, W: torch.Tensor, T
 
 
 def head_queries_keys(z, H, W1, W2, T, potential: str = "elastic"):
-    """Per-head queries q_h = W_{1,h} z (..., H, 1, d_h), keys k_{i,h} = W_{2,h} h_i (H, N, d_h) and their weights.
+    """Per-head queries q_h = W_{1,h} z (..., heads, 1, d_h), keys k_{i,h} = W_{2,h} h_i (heads, N, d_h), weights.
 
-    weights (..., H, 1, N): Boltzmann weights of ½‖q_h − k_{i,h}‖² (``potential="elastic"``, paper 000 Theorem 2)
+    weights (..., heads, 1, N): Boltzmann weights of ½‖q_h − k_{i,h}‖² (``potential="elastic"``, paper 000 Theorem 2)
     or of −q_hᵀk_{i,h} (``"dot"``, the MHA2nd1st layer), at temperature T. Validates z, H, W1, W2 and T.
     """
     check_heads(z, H, W1, W2)
-    q = torch.einsum("hca,...a->...hc", W1, z).unsqueeze(-2)  # (..., H, 1, d_h)
-    k = torch.einsum("hca,ia->hic", W2, H)  # (H, N, d_h)
+    q = torch.einsum("hca,...a->...hc", W1, z).unsqueeze(-2)  # (..., heads, 1, d_h)
+    k = torch.einsum("hca,ia->hic", W2, H)  # (heads, N, d_h)
     if potential == "elastic":
-        weights = boltzmann_weights(0.5 * (q - k).pow(2).sum(-1), T).unsqueeze(-2)  # (..., H, 1, N)
+        weights = boltzmann_weights(0.5 * (q - k).pow(2).sum(-1), T).unsqueeze(-2)  # (..., heads, 1, N)
     elif potential == "dot":
         weights = boltzmann_weights(-(q @ k.transpose(-1, -2)), T)
     else:
@@ -268,12 +269,12 @@ def head_queries_keys(z, H, W1, W2, T, potential: str = "elastic"):
 
 
 def multihead_free_energy_update(z, H, W1, W2, T) -> torch.Tensor:
-    """−∇_z F* = −(1/H) Σ_h W_{1,h}ᵀ (q_h − k̄_h) for the average free energy (paper 000, Theorem 2).
+    """−∇_z F* = −(1/heads) Σ_h W_{1,h}ᵀ (q_h − k̄_h) for the average free energy (paper 000, Theorem 2).
 
-    z: (..., d), H: (N, d), W1, W2: (H, d_h, d)  ->  (..., d).
+    z: (..., d), H: (N, d), W1, W2: (heads, d_h, d)  ->  (..., d).
     """
     q, k, weights = head_queries_keys(z, H, W1, W2, T, "elastic")
-    g = (q - weights @ k).squeeze(-2)  # (..., H, d_h): q_h − k̄_h
+    g = (q - weights @ k).squeeze(-2)  # (..., heads, d_h): q_h − k̄_h
     return -torch.einsum("hca,...hc->...a", W1, g) / W1.shape[0]
 
 
@@ -300,7 +301,7 @@ def sample_free_tokens(n_tokens, dim, generator=None, dtype=torch.float64, token
 
 
 def sample_heads(n_tokens, dim, generator=None, dtype=torch.float64, orthogonal: bool = False):
-    """z (3, d), {"H": (N, d), "W1", "W2": (H, d_h, d), "T"} with H = heads_for(dim) heads.
+    """z (3, d), {"H": (N, d), "W1", "W2": (heads, d_h, d), "T"} with heads = heads_for(dim).
 
     orthogonal: the rows of all W_{1,h} together form a rotation (where MHA2nd is exact Newton).
     """
@@ -309,7 +310,7 @@ def sample_heads(n_tokens, dim, generator=None, dtype=torch.float64, orthogonal:
         W1 = torch.linalg.qr(randn(generator, dtype, dim, dim))[0]
     else:
         W1 = well_conditioned(generator, dtype, dim)
-    W1 = W1.reshape(heads, dim // heads, dim)  # (H, d_h, d)
+    W1 = W1.reshape(heads, dim // heads, dim)  # (heads, d_h, d)
     W2 = well_conditioned(generator, dtype, dim).reshape(heads, dim // heads, dim)
     H = 0.4 * randn(generator, dtype, n_tokens, dim)
     z = randn(generator, dtype, 3, dim)

@@ -12,7 +12,8 @@ and ``register`` calls. The energies are those of :mod:`energylab.forms.free_ene
 not validate: their inputs are projections that the caller made (the checked entry point is
 :func:`mha2nd1st_update`).
 
-Shapes (book/notation.md): z (..., d), H (N, d), W (d, d), multi-head maps W1, W2 (H, d_h, d), d_h = d / H.
+Shapes (book/notation.md): z (..., d), tokens H (N, d), W (d, d), multi-head maps W1, W2 (heads, d_h, d),
+d_h = d / heads (H is the token matrix, so a head count is written ``heads``).
 """
 from __future__ import annotations
 
@@ -84,17 +85,17 @@ def _stacked(W1: torch.Tensor) -> torch.Tensor:
 
 
 def _head_gradients(z, H, W1, W2, T):
-    """g_h = q_h − k̄_h (..., H, d_h) and C_h = I − (1/T) Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ (..., H, d_h, d_h)."""
+    """g_h = q_h − k̄_h (..., heads, d_h) and C_h = I − (1/T) Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ (..., heads, d_h, d_h)."""
     q, k, weights = head_queries_keys(z, H, W1, W2, T, "elastic")
     k_bar = weights @ k
-    d = k - k_bar.squeeze(-2).unsqueeze(-2)  # (..., H, N, d_h)
+    d = k - k_bar.squeeze(-2).unsqueeze(-2)  # (..., heads, N, d_h)
     cov = torch.einsum("...hi,...hic,...hie->...hce", weights.squeeze(-2), d, d)
     C = torch.eye(d.shape[-1], dtype=z.dtype, device=z.device) - cov / T
     return (q - k_bar).squeeze(-2), C
 
 
 def _unstack(W1, y):
-    """−W⁻¹ y = −Wᵀ G⁻¹ y for y (..., H, d_h), with W the stacked W_{1,h} and G = WWᵀ (one d × d solve)."""
+    """−W⁻¹ y = −Wᵀ G⁻¹ y for y (..., heads, d_h), with W the stacked W_{1,h} and G = WWᵀ (one d × d solve)."""
     W = _stacked(W1)
     return -_solve(W, y.flatten(-2).unsqueeze(-1)).squeeze(-1)
 
@@ -102,10 +103,10 @@ def _unstack(W1, y):
 def mha2nd_update(z, H, W1, W2, T) -> torch.Tensor:
     """Exact Newton direction −[∇²F*]⁻¹∇F* = −Wᵀ G⁻¹ C⁻¹ (q − k̄) of the multi-head free energy, any invertible W.
 
-    ∇F* = (1/H) Wᵀ g and ∇²F* = (1/H) Wᵀ C W with W (d, d) the stacked W_{1,h}, g the stacked q_h − k̄_h and
+    ∇F* = (1/heads) Wᵀ g and ∇²F* = (1/heads) Wᵀ C W with W (d, d) the stacked W_{1,h}, g the stacked q_h − k̄_h and
     C = blockdiag(C_h), C_h = I − (1/T) Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ; so −[∇²F*]⁻¹∇F* = −W⁻¹ C⁻¹ g, and
     W⁻¹ = Wᵀ G⁻¹ with G = WWᵀ (all heads together: its off-diagonal blocks W_{1,h}W_{1,h'}ᵀ couple the heads).
-    The 1/H cancels. Per head this is −C_h⁻¹ g_h, then one d × d solve. z: (..., d)  ->  (..., d).
+    The 1/heads cancels. Per head this is −C_h⁻¹ g_h, then one d × d solve. z: (..., d)  ->  (..., d).
     """
     g, C = _head_gradients(z, H, W1, W2, T)
     return _unstack(W1, _solve(C, g.unsqueeze(-1)).squeeze(-1))
@@ -115,13 +116,13 @@ def mha2nd_paper_update(z, H, W1, W2, T) -> torch.Tensor:
     """Paper 000's per-head step −Σ_h W_{1,h}ᵀ G_h⁻¹ C_h⁻¹ G_h (q_h − k̄_h), G_h = W_{1,h}W_{1,h}ᵀ (Sec. 4).
 
     It uses the range-space inverse (WᵀCW)⁺ ≈ Wᵀ(WWᵀ)⁻¹C⁻¹W of the paper's footnote 7 per head (the paper's rate
-    η/H is a step size, left out here). That inverse is exact only when G = WWᵀ = I: then G_h = I and this is
+    η/heads is a step size, left out here). That inverse is exact only when G = WWᵀ = I: then G_h = I and this is
     :func:`mha2nd_update`. For general W it is not the Newton direction (32-71% away from it for the catalog's
     well-conditioned samples); its error is first order in W's distance from an orthogonal matrix.
     z: (..., d)  ->  (..., d).
     """
     g, C = _head_gradients(z, H, W1, W2, T)
-    G = W1 @ W1.transpose(-1, -2)  # (H, d_h, d_h)
+    G = W1 @ W1.transpose(-1, -2)  # (heads, d_h, d_h)
     y = _solve(C, torch.einsum("hce,...he->...hc", G, g).unsqueeze(-1)).squeeze(-1)
     y = _solve(G, y.unsqueeze(-1)).squeeze(-1)
     return -torch.einsum("hca,...hc->...a", W1, y)
@@ -132,10 +133,10 @@ def mha2nd1st_update(z, H, W1, W2, T, T2=None, potential: str = "elastic", ridge
 
     b_h = G_h⁻¹ (1/T') Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ G_h (q_h − k̄_h); T' defaults to T. ``potential="elastic"``
     uses p from ½‖q_h − k_{i,h}‖² (the derivation), ``"dot"`` from q_hᵀk_{i,h} (the layer, with learnable T_h);
-    on a sphere the two agree. The layer replaces −W_{1,h}ᵀ (and the step η/H) by a learnable W_{O,h}.
+    on a sphere the two agree. The layer replaces −W_{1,h}ᵀ (and the step η/heads) by a learnable W_{O,h}.
     This is the first Taylor term of :func:`mha2nd_paper_update` (the paper's layer, what they trained), not of
     the exact Newton step unless WWᵀ = I; see :func:`mha2nd1st_corrected_update`.
-    z: (..., d), H: (N, d), W1 (= W_Q), W2 (= W_K): (H, d_h, d)  ->  (..., d).
+    z: (..., d), H: (N, d), W1 (= W_Q), W2 (= W_K): (heads, d_h, d)  ->  (..., d).
     """
     q, k, weights = head_queries_keys(z, H, W1, W2, T, potential)
     G = W1 @ W1.transpose(-1, -2)
@@ -149,7 +150,7 @@ def mha2nd1st_corrected_update(z, H, W1, W2, T, T2=None, potential: str = "elast
     C⁻¹ ≈ I + cov/T in :func:`mha2nd_update`, with cov_h = Σ_i p_{i,h} d_{i,h} d_{i,h}ᵀ: no G_h inside b_h, no
     per-head solve, no ridge. W (d, d) is the stacked W_{1,h} and G = WWᵀ; the layer absorbs −WᵀG⁻¹ (one d × d
     map) into its learnable W_O. Error O(‖cov/T‖²) against the exact Newton step for ANY invertible W.
-    z: (..., d), H: (N, d), W1, W2: (H, d_h, d)  ->  (..., d).
+    z: (..., d), H: (N, d), W1, W2: (heads, d_h, d)  ->  (..., d).
     """
     q, k, weights = head_queries_keys(z, H, W1, W2, T, potential)
     direction = newton_first_order_direction(q, k, weights, None, T if T2 is None else T2).squeeze(-2)

@@ -37,8 +37,9 @@ from energylab.sphere import tangent_projection
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "09_jacobians"
 
-__all__ = ["exp_energy", "sa_flow", "energy_rate", "prop41_energy", "prop41_update", "prop42_energy",
-           "prop42_update", "prop42_maps", "sample_prop41", "sample_prop42"]
+__all__ = ["exp_energy", "sa_flow", "energy_rate", "generalised_symmetric_energy", "generalised_symmetric_update",
+           "sample_generalised_symmetric", "multihead_symmetric_energy", "multihead_symmetric_update",
+           "orthogonal_head_maps", "sample_multihead_symmetric"]
 
 
 def exp_energy(x: torch.Tensor, A: torch.Tensor, beta) -> torch.Tensor:
@@ -65,18 +66,19 @@ def _check_tokens(x) -> None:
     check_count("x", x, -2)
 
 
-def sa_flow(x: torch.Tensor, A: torch.Tensor, W: torch.Tensor, beta, project: bool = True) -> torch.Tensor:
-    """ẋ_i = (P_{x_i}) Σ_h Σ_j softmax_j(β x_iᵀ A_h x_j) W_h x_j: softmax self-attention in continuous time.
+def sa_flow(x: torch.Tensor, A: torch.Tensor, W_V: torch.Tensor, beta, project: bool = True) -> torch.Tensor:
+    """ẋ_i = (P_{x_i}) Σ_h Σ_j softmax_j(β x_iᵀ A_h x_j) W_{V,h} x_j: softmax self-attention in continuous time.
 
-    A, W: (d, d) for one head or (H, d, d); ``project``: apply the tangent projection of each token (unit rows).
+    A (the score maps), W_V (the value maps): (d, d) for one head or (heads, d, d); ``project``: apply the tangent
+    projection of each token (unit rows).
     """
-    maps, values = (A, W) if A.dim() == 3 else (A[None], W[None])
+    maps, values = (A, W_V) if A.dim() == 3 else (A[None], W_V[None])
     attn = torch.softmax(beta * torch.einsum("...ia,hab,...jb->...hij", x, maps, x), dim=-1)
     y = torch.einsum("...hij,hab,...jb->...ia", attn, values, x)
     return tangent_projection(x, y) if project else y
 
 
-def energy_rate(x: torch.Tensor, A: torch.Tensor, W: torch.Tensor, beta, energy_A: torch.Tensor | None = None,
+def energy_rate(x: torch.Tensor, A: torch.Tensor, W_V: torch.Tensor, beta, energy_A: torch.Tensor | None = None,
                 project: bool = True) -> torch.Tensor:
     """dE/dt = ⟨∇E(x), ẋ⟩ along :func:`sa_flow`, E = :func:`exp_energy` with ``energy_A`` (default A).
 
@@ -84,11 +86,11 @@ def energy_rate(x: torch.Tensor, A: torch.Tensor, W: torch.Tensor, beta, energy_
     x = x.detach().requires_grad_(True)
     E = exp_energy(x, A if energy_A is None else energy_A, beta)
     (grad,) = torch.autograd.grad(E.sum(), x)
-    return (grad * sa_flow(x.detach(), A, W, beta, project)).sum((-1, -2))
+    return (grad * sa_flow(x.detach(), A, W_V, beta, project)).sum((-1, -2))
 
 
-# ----------------------------------------------------------------------------- Prop. 4.1
-def _prop41_map(x, W_Q, W_K, W_V):
+# ------------------------------------------------------------------------ one head on the sphere (Prop. 4.1)
+def _generalised_symmetric_map(x, W_Q, W_K, W_V):
     """Check x (..., N, d) and the maps (d, d) of Prop. 4.1; return A = W_Q W_Kᵀ."""
     _check_tokens(x)
     d = x.shape[-1]
@@ -107,14 +109,14 @@ def _prop41_map(x, W_Q, W_K, W_V):
     return A
 
 
-def prop41_energy(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
+def generalised_symmetric_energy(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
     """E = −(1/2β) Σ_ij exp(β x_iᵀ W_Q W_Kᵀ x_j) with W_Q W_Kᵀ = W_V symmetric (Prop. 4.1, our derivation)."""
-    return exp_energy(x, _prop41_map(x, W_Q, W_K, W_V), beta)
+    return exp_energy(x, _generalised_symmetric_map(x, W_Q, W_K, W_V), beta)
 
 
-def prop41_update(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
+def generalised_symmetric_update(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
     """P_{x_i} Σ_j exp(β x_iᵀ W_Q W_Kᵀ x_j) W_V x_j = −P_x ∇E (unnormalised single-head SA on the sphere)."""
-    _prop41_map(x, W_Q, W_K, W_V)
+    _generalised_symmetric_map(x, W_Q, W_K, W_V)
     beta = check_positive("beta", beta)
     kernel = torch.exp(beta * (x @ W_Q) @ (x @ W_K).transpose(-1, -2))  # (..., N, N): exp(β x_iᵀ W_Q W_Kᵀ x_j)
     y = kernel @ x @ W_V.T
@@ -122,7 +124,7 @@ def prop41_update(x, W_Q, W_K, W_V, beta) -> torch.Tensor:
     return tangent_projection(x, y)
 
 
-def sample_prop41(n_tokens, dim, generator=None, dtype=torch.float64):
+def sample_generalised_symmetric(n_tokens, dim, generator=None, dtype=torch.float64):
     """Unit tokens, W_K = M (random, well conditioned), W_Q = S M⁻ᵀ with S symmetric: W_Q W_Kᵀ = S = W_V."""
     x = unit_rows(generator, dtype, n_tokens, dim)
     M = torch.eye(dim, dtype=dtype) + 0.3 * randn(generator, dtype, dim, dim) / math.sqrt(dim)
@@ -132,8 +134,8 @@ def sample_prop41(n_tokens, dim, generator=None, dtype=torch.float64):
     return x, {"W_Q": W_Q, "W_K": M, "W_V": W_Q @ M.T, "beta": 0.5 + float(torch.rand((), generator=generator))}
 
 
-# ----------------------------------------------------------------------------- Prop. 4.2
-def prop42_maps(U: torch.Tensor, Lam: torch.Tensor) -> torch.Tensor:
+# ------------------------------------------------------------------------ heads on orthogonal subspaces (Prop. 4.2)
+def orthogonal_head_maps(U: torch.Tensor, Lam: torch.Tensor) -> torch.Tensor:
     """A_h = U_h Λ_h U_hᵀ (H, d, d) from U (d, d) orthogonal (column blocks U_h of d_h = d/H) and Λ (H, d_h, d_h)."""
     check_tensor("U", U, ndim=2)
     check_tensor("Lam", Lam, ndim=3)
@@ -153,33 +155,33 @@ def prop42_maps(U: torch.Tensor, Lam: torch.Tensor) -> torch.Tensor:
     return blocks @ Lam @ blocks.transpose(-1, -2)
 
 
-def prop42_energy(x, U, Lam, beta) -> torch.Tensor:
+def multihead_symmetric_energy(x, U, Lam, beta) -> torch.Tensor:
     """E = −(1/2β) Σ_h Σ_ij exp(β x_iᵀ A_h x_j), A_h = U_h Λ_h U_hᵀ (Prop. 4.2, our construction)."""
-    _check_prop42_tokens(x, U)
-    return exp_energy(x, prop42_maps(U, Lam), beta)
+    _check_multihead_tokens(x, U)
+    return exp_energy(x, orthogonal_head_maps(U, Lam), beta)
 
 
-def _check_prop42_tokens(x, U) -> None:
+def _check_multihead_tokens(x, U) -> None:
     _check_tokens(x)
     check_tensor("U", U, ndim=2)
     check_dim("x", x.shape[-1], U.shape[0], "last dimension (d, the size of U)")
     check_same_dtype(("x", x), ("U", U))
 
 
-def prop42_update(x, U, Lam, beta) -> torch.Tensor:
+def multihead_symmetric_update(x, U, Lam, beta) -> torch.Tensor:
     """Σ_h Σ_j exp(β x_iᵀ A_h x_j) A_h x_j = −∇E.
 
     Unnormalised multi-head SA with W_Q,h = U_hΛ_h, W_K,h = U_h, W_V,h = A_h."""
-    _check_prop42_tokens(x, U)
+    _check_multihead_tokens(x, U)
     beta = check_positive("beta", beta)
-    maps = prop42_maps(U, Lam)
+    maps = orthogonal_head_maps(U, Lam)
     kernel = torch.exp(beta * torch.einsum("...ia,hab,...jb->...hij", x, maps, x))
     y = torch.einsum("...hij,hab,...jb->...ia", kernel, maps, x)
     check_overflow("beta", beta, y, "exp(beta x_iᵀA_h x_j)")
     return y
 
 
-def sample_prop42(n_tokens, dim, generator=None, dtype=torch.float64):
+def sample_multihead_symmetric(n_tokens, dim, generator=None, dtype=torch.float64):
     """Gaussian tokens / √d, U a random orthogonal matrix, Λ_h symmetric Gaussian / √d_h; H = heads_for(dim)."""
     H = heads_for(dim)
     dh = dim // H
@@ -196,7 +198,7 @@ register(AttentionForm(
     equation=Equation(r"E = -\frac{1}{2\beta}\sum_{ij} e^{\beta x_i^\top W_Q W_K^\top x_j},\ "
                       r"W_QW_K^\top = W_V = (W_QW_K^\top)^\top",
                       r"P_{x_i}\Big(\sum_j e^{\beta x_i^\top W_QW_K^\top x_j} W_V x_j\Big)"),
-    energy=prop41_energy, update=prop41_update, sample=sample_prop41,
+    energy=generalised_symmetric_energy, update=generalised_symmetric_update, sample=sample_generalised_symmetric,
     note="Prop. 4.1 with the condition re-derived here (our copy lost eq. 11): W_Q ≠ W_K allowed, their product "
     "symmetric and equal to the value map. Softmax SA rescales token i by 1/Z_i > 0: still a descent direction.",
 ))
@@ -205,7 +207,7 @@ register(AttentionForm(
     name="multihead_symmetric_sa", paper="tomihari2025jacobians", kind="gradient", multi_head=True,
     equation=Equation(r"E = -\frac{1}{2\beta}\sum_h\sum_{ij} e^{\beta x_i^\top U_h\Lambda_hU_h^\top x_j}",
                       r"\sum_h\sum_j e^{\beta x_i^\top A_h x_j} A_h x_j,\ A_h = U_h\Lambda_hU_h^\top"),
-    energy=prop42_energy, update=prop42_update, sample=sample_prop42,
+    energy=multihead_symmetric_energy, update=multihead_symmetric_update, sample=sample_multihead_symmetric,
     note="Prop. 4.2 (our construction; the paper's two-block U split is lost in our copy): low-rank QK products on "
     "orthogonal head subspaces, W_V,h = A_h symmetric; without projection the cross-head terms vanish.",
 ))

@@ -17,7 +17,7 @@ And every fast path that must be built first (a C compiler, ``torch.compile``, t
 failure of the build, warns once (:class:`FastPathWarning`, naming the cause) and runs the reference path: no
 compiler, a broken one and unwritable cache folders (the temporary folder where the C kernel is built, and
 torch's TORCHINDUCTOR_CACHE_DIR) end the same way.
-``tests/test_fast_paths.py`` checks every row of the table; a new kernel is covered by adding its row here and
+``tests/layers/test_fast_paths.py`` checks every row of the table; a new kernel is covered by adding its row here and
 its case there.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ Newton) cannot use ``F.scaled_dot_product_attention``. These kernels do what a f
 PyTorch ops: they loop over tiles (a few (batch·head) slices × a few query rows × all keys), sized so that one
 score tile stays in a core's L2 cache, and they save only O(B·H·N·d_h) tensors for the backward pass, which
 recomputes each score tile instead of keeping it (memory like SDPA's; without this, autograd keeps every (N, N)
-score tensor). The backward passes are derived by hand in the docstrings; tests/test_fast_attention.py checks
+score tensor). The backward passes are derived by hand in the docstrings; tests/layers/test_fast_attention.py checks
 them against autograd through the catalog operators in float64.
 
 On CUDA, expressive attention instead goes through ``torch.nn.attention.flex_attention`` (compiled) with the score

@@ -1,7 +1,7 @@
 """The Hyper-SET layer's two fast paths (issue 27): its bi-softmax attention from one exponential and its ReLU
 feedforward with the normalisation moved past the second product. Both are plain PyTorch ops with a backward pass
 derived by hand (in the docstrings); rows "one-exp-bisoftmax" and "fused-relu-feedforward" of
-:data:`energylab.kernels.FAST_PATHS`, checked by tests/test_fast_paths.py against the catalog operators. Each
+:data:`energylab.kernels.FAST_PATHS`, checked by tests/layers/test_fast_paths.py against the catalog operators. Each
 backward pass computes in the wider of the gradient's and the saved tensors' dtypes, so that bf16 activations saved
 under autocast meet float32 gradients.
 

@@ -10,7 +10,7 @@ seed 0, one CPU thread): trained by ``scripts/pretrain_sudoku.py`` (numerics pin
 ``scripts/import_sudoku_run.py``, which checks that the reloaded model solves the boards the run recorded. Beside each state_dict
 (``<name>.pt``) a record (``<name>.json``, :func:`info`) keeps the model config, the training recipe, the commit,
 and the board and cell accuracy measured at every test T on the boards of ``sudoku4-test.json``
-(:func:`boards`), which ``tests/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same
+(:func:`boards`), which ``tests/models/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same
 weights, exported by ``scripts/export_sudoku_js.py``.
 
 The module is callable: ``energylab.pretrained(name)`` is :func:`load`.

@@ -1,0 +1,48 @@
+"""scripts/chapter_cells.py: every chapter has the Colab install cell and, when it trains, the "Run this chapter"
+box, both current (written from _config.yml and the experiments' PROFILES/COST)."""
+import importlib.util
+import json
+import pathlib
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "chapter_cells.py"
+spec = importlib.util.spec_from_file_location("chapter_cells", SCRIPT)
+cc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cc)
+
+
+def test_every_chapter_is_current(capsys):
+    assert cc.main(["--check"]) == 0, capsys.readouterr().out + " (run: python scripts/chapter_cells.py)"
+
+
+def test_install_cell_uses_the_configured_repository_and_is_first():
+    assert cc.repository_url() == "https://github.com/energylab-book/energylab"
+    import energylab
+
+    # the book's own version (its git tag), not the moving main branch
+    assert cc.install_source().endswith('%pip install -q "energylab[book] @ git+https://github.com/energylab-book/'
+                                        f'energylab@v{energylab.__version__}"')
+    for path in cc.chapters():
+        nb = json.loads(path.read_text())
+        first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        assert cc.INSTALL_TAG in first_code["metadata"]["tags"] and first_code["outputs"] == [], path.name
+
+
+def test_update_inserts_replaces_and_is_idempotent():
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": ["# 5. T"]},
+                    {"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": ["profile = 1"],
+                     "execution_count": 1, "outputs": []}]}
+    new = cc.update(nb, "05_expressive_attention.ipynb")
+    assert [c["metadata"].get("tags") for c in new["cells"]] == [None, [cc.BOX_TAG], [cc.INSTALL_TAG], ["parameters"]]
+    box = "".join(new["cells"][1]["source"])
+    assert "| `nt` | quick |" in box and "python -m energylab run nt --profile full --device cuda" in box
+    assert cc.update(new, "05_expressive_attention.ipynb") == new and len(nb["cells"]) == 2
+    stale = json.loads(json.dumps(new))
+    stale["cells"][1]["source"] = ["old"]
+    assert cc.update(stale, "05_expressive_attention.ipynb") == new
+    executed = json.loads(json.dumps(new))  # a committed install cell: only its source may change
+    executed["cells"][2].update(id="abc123", execution_count=1, source=["old install line"])
+    refreshed = cc.update(executed, "05_expressive_attention.ipynb")["cells"][2]
+    assert refreshed["id"] == "abc123" and refreshed["execution_count"] == 1 and refreshed["outputs"] == []
+    assert "".join(refreshed["source"]) == cc.install_source()
+    untrained = cc.update(new, "01_free_energy.ipynb")  # a chapter that trains nothing loses a stray box
+    assert [c["metadata"].get("tags") for c in untrained["cells"]] == [None, [cc.INSTALL_TAG], ["parameters"]]

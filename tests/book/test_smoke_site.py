@@ -1,0 +1,140 @@
+"""scripts/smoke_site.py: what a page promises and when it counts as rendered (no browser needed)."""
+import importlib.util
+import pathlib
+
+import pytest
+
+pytest.importorskip("websocket")  # websocket-client, which the smoke test drives Chromium with
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "smoke_site.py"
+spec = importlib.util.spec_from_file_location("smoke_site", SCRIPT)
+ss = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ss)
+
+DONE = {"math": 0, "typeset": 0, "raw_math": 0, "figures": 0, "undrawn": [], "widgets_rendered": 0,
+        "path": "/book/intro.html", "search_hits": 0, "search_summary": ""}
+
+
+@pytest.fixture
+def site(tmp_path, monkeypatch):
+    monkeypatch.setattr(ss, "SITE", tmp_path)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />')
+    (tmp_path / "search.html").write_text('<script src="searchindex.js"></script>')
+    (tmp_path / "book" / "intro.html").write_text('<div class="math notranslate nohighlight">\\[x\\]</div>')
+    return tmp_path
+
+
+def test_redirect_must_arrive(site):
+    expected = ss.expected_content(site / "index.html")
+    assert expected["redirect"] == "/book/intro.html" and not expected["search"]
+    assert ss.rendered(DONE, expected)
+    assert not ss.rendered({**DONE, "path": "/index.html"}, expected)
+
+
+def test_search_must_finish(site):
+    assert not ss.expected_content(site / "search.html")["search"]  # no query: nothing to wait for
+    expected = ss.expected_content(site / "search.html", "q=attention")
+    assert expected["search"] and expected["redirect"] is None
+    assert not ss.rendered({**DONE, "path": "/search.html"}, expected)
+    assert ss.rendered({**DONE, "search_summary": "Search finished, found 3 page(s)", "search_hits": 3}, expected)
+
+
+def test_math_must_be_typeset(site):
+    expected = ss.expected_content(site / "book" / "intro.html")
+    assert expected["math"] == 1 and expected["redirect"] is None
+    assert not ss.rendered({**DONE, "math": 1}, expected)
+    assert ss.rendered({**DONE, "math": 1, "typeset": 1}, expected)
+
+
+def test_status_page_must_list_every_chapter_once(site):
+    assert ss.check_status_page(site) == ["book/status.html is missing (scripts/build_book.py writes it)"]
+    (site / "notebooks").mkdir()
+    for name in ("01_a.html", "02_b.html"):
+        (site / "notebooks" / name).write_text("")
+    row = '<tr class="row-odd"><td><p><a class="reference internal" href="../notebooks/{}"><span>x</span></a></p></td>'
+    (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("01_a.html"))
+    assert ss.check_status_page(site) == ["status page lists 01_a.html 2 times", "status page lists 02_b.html 0 times"]
+    (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("02_b.html") + "failed: x")
+    assert ss.check_status_page(site) == ["status page reports a failed chapter"]
+    (site / "book" / "status.html").write_text(row.format("01_a.html") + row.format("02_b.html"))
+    assert ss.check_status_page(site) == []
+
+
+def test_every_page_must_link_the_book_pdf(site):
+    menu = '<div class="dropdown dropdown-download-buttons"><ul class="dropdown-menu">{}</ul></div>'
+    link = '<li><a href="{}" class="btn btn-sm btn-download-book-pdf-button dropdown-item">book .pdf</a></li>'
+    (site / "book" / "intro.html").write_text(menu.format(link.format("../energylab.pdf")))
+    (site / "book" / "notation.html").write_text(menu.format(""))
+    assert ss.check_book_pdf(site) == ["energylab.pdf is missing or not a PDF (scripts/build_pdf.py makes it)",
+                                       "book/notation.html: no link to the book PDF in the download menu"]
+    (site / "energylab.pdf").write_bytes(b"%PDF-1.4 " + b"<< /Type /Page >> " * 3 + b"<< /Type /Pages >>")
+    (site / "book" / "notation.html").write_text(menu.format(link.format("energylab.pdf")))
+    assert ss.check_book_pdf(site, min_pages=4) == ["energylab.pdf has 3 pages, expected at least 4",
+                                                    "book/notation.html: the book PDF link points to energylab.pdf"]
+    (site / "book" / "notation.html").write_text(menu.format(link.format("../energylab.pdf")))
+    assert ss.check_book_pdf(site, min_pages=3) == []
+
+
+def test_the_sphere_chapter_carries_the_in_page_explorer():
+    """The smoke test's JavaScript-vs-Python check runs on the page that has the explorer: chapter 6 must keep it."""
+    import json
+
+    nb = json.loads((SCRIPT.parents[1] / "notebooks" / "06_particles_on_spheres.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert sum(s.count('<div class="sphere-explorer"></div>') for s in cells) == 1
+    assert [case["method"] for case in ss.FLOW_CASES] == ["euler", "rk4", "rk4"] and ss.FLOW_TOL == 1e-6
+
+
+def test_a_sudoku_solver_must_draw_a_prediction(site):
+    (site / "book" / "solver.html").write_text('<div class="sudoku-solver" data-models="sudoku4-hyperset"></div>')
+    expected = ss.expected_content(site / "book" / "solver.html")
+    assert expected["solvers"] == 1
+    assert not ss.rendered(DONE, expected)
+    assert ss.rendered({**DONE, "solvers_drawn": 1, "first_prediction_ms": [420]}, expected)
+
+
+def test_chapters_8_and_9_carry_the_sudoku_solver():
+    """The smoke test's page-against-torch check runs where a solver is: chapters 8 and 9 keep one each, offering
+    only models that energylab.pretrained has."""
+    import json
+    import re
+
+    from energylab import pretrained
+
+    for chapter in ("08_hyperset", "09_jacobians"):
+        nb = json.loads((SCRIPT.parents[1] / "notebooks" / f"{chapter}.ipynb").read_text())
+        cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+        found = [m for s in cells for m in re.findall(r'<div class="sudoku-solver" data-models="([^"]+)"></div>', s)]
+        assert len(found) == 1, chapter
+        assert set(found[0].split(",")) == set(pretrained.names()), chapter
+    assert ss.SOLVER_TOL == 1e-4 and ss.SOLVER_BOARDS == 2
+
+
+def test_clip_check_counts_every_kind_at_both_widths():
+    js = ss.CLIP_JS % 0.7
+    assert "readingFit(0.7)" in js and ss.CLIP_WIDTHS == (1366, 1920)
+    assert ss.KINDS == ("code", "output", "equation", "table")
+    for kind in ss.KINDS:
+        assert f"{kind}:" in js
+
+
+def test_pdf_text_check_ignores_wrapping_and_rerun_digits(tmp_path):
+    assert ss._squeeze("a = 1 +\n  2  # x") == "a=1+2#x"
+    assert ss._squeeze("err 1.2e-05 ok", digits=False) == "err.e-ok"
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": "x = 1\n\ny = 2",
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "value: 3\n"}]},
+                    {"cell_type": "code", "metadata": {"tags": ["remove-input"]}, "source": "hidden", "outputs": []},
+                    {"cell_type": "markdown", "metadata": {}, "source": "text"}]}
+    path = tmp_path / "01_a.ipynb"
+    path.write_text(__import__("json").dumps(nb))
+    assert ss._notebook_lines([path]) == [("01_a", "code", "x = 1"), ("01_a", "code", "y = 2"),
+                                          ("01_a", "output", "value: 3")]
+
+
+def test_pgm_reader(tmp_path):
+    image = tmp_path / "p.pgm"
+    image.write_bytes(b"P5\n# c\n3 2\n255\n" + bytes([0, 128, 255, 1, 2, 3]))
+    assert ss._read_pgm(image) == (3, 2, bytes([0, 128, 255, 1, 2, 3]))
+    image.write_bytes(b"P6\n3 2\n255\n" + bytes(18))
+    with pytest.raises(ValueError, match="PGM"):
+        ss._read_pgm(image)

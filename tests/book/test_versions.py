@@ -1,0 +1,90 @@
+"""The book's version (issue 32): energylab.__version__ is its one source, and everything that names a version
+(pyproject.toml, CITATION.cff, CHANGELOG.md, the install cell, how_to_run, the site footer, the status page) agrees."""
+import importlib.util
+import pathlib
+import re
+
+import pytest
+import yaml
+
+import energylab
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bv = _script("book_version")
+VERSION = energylab.__version__
+CITATION = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+
+
+def test_version_is_a_release_number_and_pyproject_reads_it():
+    assert re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    project = read_configuration(ROOT / "pyproject.toml")["project"]
+    assert "version" in project["dynamic"] and project["version"] == VERSION
+    assert not re.search(r'^version\s*=\s*"', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)  # no second copy
+
+
+def test_citation_names_this_version_and_the_license_and_repository():
+    assert CITATION["cff-version"] == "1.2.0"
+    assert str(CITATION["version"]) == VERSION and bv.release_date() == str(CITATION["date-released"])
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", bv.release_date())
+    assert CITATION["authors"] == [{"name": "energylab contributors"}]
+    assert (ROOT / "LICENSE").read_text().startswith(f"{CITATION['license']} License")
+    cc = _script("chapter_cells")
+    assert CITATION["repository-code"] == cc.repository_url()
+    # the five source papers, each with a title, authors and a year
+    assert len(CITATION["references"]) == 5
+    assert all(r["title"] and r["authors"] and r["year"] for r in CITATION["references"])
+
+
+def test_changelog_starts_with_this_version_and_its_date():
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    first = re.search(r"^## (\S+) \((\d{4}-\d{2}-\d{2})\)", text, re.MULTILINE)
+    assert first is not None and first.groups() == (VERSION, bv.release_date())
+
+
+def test_install_cell_and_how_to_run_install_the_tag_of_this_version():
+    cc = _script("chapter_cells")
+    line = cc.install_source().splitlines()[-1].strip()
+    assert line.endswith(f'@{bv.tag()}"') and bv.tag() == f"v{VERSION}"
+    how = (ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8")
+    assert line in how  # the page shows the cell's own line
+    assert f"git checkout {bv.tag()}" in how and f"energylab@{bv.tag()}" in how
+
+
+def test_footer_goes_into_the_staged_config_html_section():
+    bb = _script("build_book")
+    config = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    staged = yaml.safe_load(bb.with_footer(config, footer='<p>v9 "quoted" &amp;</p>'))
+    assert staged["html"]["extra_footer"] == '<p>v9 "quoted" &amp;</p>'
+    assert {k: v for k, v in staged["html"].items() if k != "extra_footer"} == yaml.safe_load(config)["html"]
+    footer = yaml.safe_load(bb.with_footer(config))["html"]["extra_footer"]
+    assert f"energylab {VERSION} (released {bv.release_date()})" in footer
+    with pytest.raises(ValueError, match="no top-level html"):
+        bb.with_footer("title: x\n")
+    with pytest.raises(ValueError, match="extra_footer"):
+        bb.with_footer(bb.with_footer(config))
+
+
+def test_describe_names_version_date_and_commit(tmp_path):
+    line = bv.describe(built="2030-01-02")
+    assert line.startswith(f"energylab {VERSION} (released {bv.release_date()}); this site built 2030-01-02")
+    assert bv.commit(tmp_path) is None  # outside a git checkout the line just leaves the commit out
+    (tmp_path / "CITATION.cff").write_text("date-released: 2031-05-06\n")
+    assert bv.describe(built="x", root=tmp_path).endswith("(released 2031-05-06); this site built x")
+
+
+def test_status_page_shows_the_version(tmp_path):
+    sp = _script("status_page")
+    page = sp.render([], [], None, tmp_path / "none", version="energylab 9.9.9 (released 2030-01-01)")
+    assert "**Version.** energylab 9.9.9 (released 2030-01-01)." in page.splitlines()[2]
+    assert f"energylab {VERSION}" in sp.render([], [], None, tmp_path / "none")

@@ -1,0 +1,42 @@
+"""Inputs shared by the tests of the forms and of the checks (issue 13): seeded float64 draws, the tensors that the
+bad-input probes call the forms with, and a catalog form's sample. Imported as ``tests.probes``; not a test file."""
+import torch
+
+from energylab import catalog
+
+F64 = torch.float64
+D, N = 4, 5
+
+
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+def randn(*shape, seed=0, dtype=F64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def unit(*shape, seed=0, dtype=F64):
+    x = randn(*shape, seed=seed, dtype=dtype)
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def sample(name, n=5, d=6, seed=0, dtype=F64):
+    return catalog.FORMS[name].sample(n, d, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def zero_heads(t):
+    return t[:0]
+
+
+# queries Z (3, D), tokens H (N, D), a coupling W (D, D), per-head maps W1, W2 (2 heads, 2, D), no tokens at all,
+# the coupling as two heads (H, d_h, d), a symmetric matrix
+Z, H, W = randn(3, D, seed=1), randn(N, D, seed=2), torch.eye(D, dtype=F64) + 0.1 * randn(D, D, seed=3)
+W1, W2 = randn(2, 2, D, seed=4), randn(2, 2, D, seed=5)
+NO_KEYS = torch.zeros(0, D, dtype=F64)
+W_HEADS = W.reshape(2, D // 2, D)  # multi-head weights (H, d_h, d), two heads
+SYM = (lambda B: (B + B.T) / 2)(randn(D, D, seed=6))
