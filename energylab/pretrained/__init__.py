@@ -6,12 +6,12 @@
 
 Each model is a quick-profile run of the league's ``energylab.experiments.sudoku`` (4x4 boards, d = 64, T = 8,
 seed 0, one CPU thread): trained by ``scripts/pretrain_sudoku.py`` (numerics pinned; the four shipped today, which
-``tests/test_pretrained.py`` replays from their recipe), or imported from an earlier run of the same config by
-``scripts/import_sudoku_run.py``, which checks that the reloaded model solves the boards the run recorded. Beside each state_dict
-(``<name>.pt``) a record (``<name>.json``, :func:`info`) keeps the model config, the training recipe, the commit,
-and the board and cell accuracy measured at every test T on the boards of ``sudoku4-test.json``
-(:func:`boards`), which ``tests/models/test_pretrained.py`` re-measures. The book's Sudoku widget runs the same
-weights, exported by ``scripts/export_sudoku_js.py``.
+``tests/models/test_pretrained.py`` replays from their recipe), or imported from an earlier run of the same config
+by ``scripts/import_sudoku_run.py``, which checks that the reloaded model solves the boards the run recorded.
+Beside each state_dict (``<name>.pt``) a record (``<name>.json``, :func:`info`) keeps the model config, the
+training recipe, the commit, and the board and cell accuracy measured at every test T on the boards of
+``sudoku4-test.json`` (:func:`boards`), which ``tests/models/test_pretrained.py`` re-measures. The book's Sudoku
+widget runs the same weights, exported by ``scripts/export_sudoku_js.py``.
 
 The module is callable: ``energylab.pretrained(name)`` is :func:`load`.
 """
