@@ -43,6 +43,7 @@ from torch import nn
 
 from energylab import kernels
 from energylab._checks import check_divides
+from energylab.forms import hyperspherical as hs
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
     hyperset_attention_energy,
@@ -57,6 +58,11 @@ from energylab.sphere import average_angle, effective_rank, mean_pairwise_angle
 
 __all__ = ["sinusoidal_embedding", "StepSizes", "HyperSETLayer", "HyperSET", "ATTENTIONS", "FEEDFORWARDS"]
 
+# the catalog operators the layer computes through (−∇E at the normalised projections / hidden units)
+ATTENTION_OPERATORS = {"bisoftmax": hs.hyperset_attention_update, "sigmoid": hs.sigmoid_attention_update,
+                       "linear": hs.kernel_linear_attention_update}
+FEEDFORWARD_OPERATORS = {"relu": hs.hyperset_feedforward_update, "softmax": hs.softmax_feedforward_update,
+                         "gated": hs.gated_feedforward_update}
 ATTENTIONS = {"bisoftmax": hyperset_attention_energy, "sigmoid": sigmoid_attention_energy,
               "linear": kernel_linear_attention_energy}
 FEEDFORWARDS = {"relu": hyperset_feedforward_energy, "softmax": softmax_feedforward_energy,
@@ -158,36 +164,38 @@ class HyperSETLayer(nn.Module):
         return (x @ W.flatten(0, 1).T).view(B, N, self.heads, self.head_dim).transpose(1, 2)
 
     def attention_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
-        """−∇E_ATTN at the normalised projections (catalog sign): (B, N, d) -> (B, N, d)."""
+        """−∇E_ATTN at the normalised projections (catalog sign): (B, N, d) -> (B, N, d). Without gains it is the
+        catalog's operator of the form (or, for bi-softmax, its one-exponential fast path); with gains query, key
+        and value are normalised apart, which is not the gradient of an energy, so it is written out here."""
         W, _ = self.weights(t)
+        if self.gains is None:
+            if self.attention == "bisoftmax" and kernels.enabled():
+                # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
+                q = _rms(self.projections(x, W), None, self.eps)
+                y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
+                return -(y.transpose(1, 2).reshape(x.shape) @ W.flatten(0, 1))
+            return ATTENTION_OPERATORS[self.attention](x, W, self.beta, rms=True, eps=self.eps)
         z = self.projections(x, W)
-        g = (None, None, None) if self.gains is None else self.gains.unbind(0)
-        q = _rms(z, g[0], self.eps)
-        k, v = (q, q) if self.gains is None else (_rms(z, g[1], self.eps), _rms(z, g[2], self.eps))
+        q, k, v = (_rms(z, g, self.eps) for g in self.gains.unbind(0))
         if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
             pq = torch.sigmoid(q)
             y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
-        elif self.attention == "bisoftmax" and self.gains is None and kernels.enabled():
-            # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
-            y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
-        else:
+        elif self.attention == "bisoftmax":  # query and key differ, s is not symmetric
             s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
-            if self.attention == "bisoftmax" and self.gains is None:  # s symmetric: softmax_col(s) = softmax_row(s)ᵀ
-                A = torch.softmax(s, -1)
-                y = A @ v + A.transpose(-1, -2) @ v
-            elif self.attention == "bisoftmax":  # gains: query and key differ, s is not symmetric
-                y = (torch.softmax(s, -1) + torch.softmax(s, -2)) @ v  # softmax_row + softmax_col
-            else:
-                sig = torch.sigmoid(s)
-                y = (sig * (1 - sig)) @ v
-        B, _, N, _ = y.shape
-        return -(y.transpose(1, 2).reshape(B, N, self.dim) @ W.flatten(0, 1))
+            y = (torch.softmax(s, -1) + torch.softmax(s, -2)) @ v  # softmax_row + softmax_col
+        else:
+            sig = torch.sigmoid(self.beta * q @ k.transpose(-1, -2))
+            y = (sig * (1 - sig)) @ v
+        return -(y.transpose(1, 2).reshape(x.shape) @ W.flatten(0, 1))
 
     def feedforward_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
-        """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d)."""
+        """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d). Without
+        a gain, the catalog's operator (or the fused ReLU fast path); with one, written out here."""
         _, D = self.weights(t)
-        if self.feedforward == "relu" and self.ff_gain is None and kernels.enabled():
-            return hk.relu_sphere_feedforward(x, D, self.eps)  # fast path "fused-relu-feedforward"
+        if self.ff_gain is None:
+            if self.feedforward == "relu" and kernels.enabled():
+                return hk.relu_sphere_feedforward(x, D, self.eps)  # fast path "fused-relu-feedforward"
+            return FEEDFORWARD_OPERATORS[self.feedforward](x, D, rms=True, eps=self.eps)
         h = _rms(x @ D, self.ff_gain, self.eps)  # (B, N, M)
         if self.feedforward == "relu":
             phi = torch.relu(h)
