@@ -1,11 +1,24 @@
 """Inputs shared by the tests of the forms and of the checks (issue 13): seeded float64 draws, the tensors that the
-bad-input probes call the forms with, and a catalog form's sample. Imported as ``tests.probes``; not a test file."""
+bad-input probes call the forms with, and a catalog form's sample; and :func:`script`, a file of scripts/ loaded as a
+module. Imported as ``tests.probes``; not a test file."""
+import importlib.util
+import pathlib
+
 import torch
 
 from energylab import catalog
 
 F64 = torch.float64
 D, N = 4, 5
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def script(name):
+    """scripts/<name>.py as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def gen(seed):

@@ -1,6 +1,5 @@
 """The book's version (issue 32): energylab.__version__ is its one source, and everything that names a version
 (pyproject.toml, CITATION.cff, CHANGELOG.md, the install cell, how_to_run, the site footer, the status page) agrees."""
-import importlib.util
 import pathlib
 import re
 
@@ -8,18 +7,12 @@ import pytest
 import yaml
 
 import energylab
+from tests.probes import script
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bv = _script("book_version")
+bv = script("book_version")
 VERSION = energylab.__version__
 CITATION = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
 
@@ -39,7 +32,7 @@ def test_citation_names_this_version_and_the_license_and_repository():
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", bv.release_date())
     assert CITATION["authors"] == [{"name": "energylab contributors"}]
     assert (ROOT / "LICENSE").read_text().startswith(f"{CITATION['license']} License")
-    cc = _script("chapter_cells")
+    cc = script("chapter_cells")
     assert CITATION["repository-code"] == cc.repository_url()
     # the five source papers, each with a title, authors and a year
     assert len(CITATION["references"]) == 5
@@ -53,7 +46,7 @@ def test_changelog_starts_with_this_version_and_its_date():
 
 
 def test_install_cell_and_how_to_run_install_the_tag_of_this_version():
-    cc = _script("chapter_cells")
+    cc = script("chapter_cells")
     line = cc.install_source().splitlines()[-1].strip()
     assert line.endswith(f'@{bv.tag()}"') and bv.tag() == f"v{VERSION}"
     how = (ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8")
@@ -62,7 +55,7 @@ def test_install_cell_and_how_to_run_install_the_tag_of_this_version():
 
 
 def test_footer_goes_into_the_staged_config_html_section():
-    bb = _script("build_book")
+    bb = script("build_book")
     config = (ROOT / "_config.yml").read_text(encoding="utf-8")
     staged = yaml.safe_load(bb.with_footer(config, footer='<p>v9 "quoted" &amp;</p>'))
     assert staged["html"]["extra_footer"] == '<p>v9 "quoted" &amp;</p>'
@@ -84,7 +77,7 @@ def test_describe_names_version_date_and_commit(tmp_path):
 
 
 def test_status_page_shows_the_version(tmp_path):
-    sp = _script("status_page")
+    sp = script("status_page")
     page = sp.render([], [], None, tmp_path / "none", version="energylab 9.9.9 (released 2030-01-01)")
     assert "**Version.** energylab 9.9.9 (released 2030-01-01)." in page.splitlines()[2]
     assert f"energylab {VERSION}" in sp.render([], [], None, tmp_path / "none")

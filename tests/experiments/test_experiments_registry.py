@@ -1,7 +1,6 @@
 """What the experiment modules declare once and the rest of the book reads: each one's chapter (CHAPTER: the
 "Run this chapter" boxes, `python -m energylab list`) and its profiles (PROFILES: the profiles a chapter can be
 executed at, in setup_notebook and scripts/build_book.py)."""
-import importlib.util
 import json
 import pathlib
 import re
@@ -13,15 +12,9 @@ import pytest
 import energylab
 from energylab import experiments
 from energylab.__main__ import main
+from tests.probes import script
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _code(chapter: str) -> str:
@@ -40,7 +33,7 @@ def test_each_experiment_names_the_chapter_that_runs_it(name):
 
 
 def test_run_boxes_and_list_read_the_chapter_from_the_experiments(capsys):
-    boxes = _script("chapter_cells").trained()
+    boxes = script("chapter_cells").trained()
     assert boxes["08_hyperset.ipynb"] == ("hyperset", "sudoku")  # the registry's order, as the box shows them
     assert {n for names in boxes.values() for n in names} == set(experiments.EXPERIMENTS)
     assert main(["list"]) == 0
@@ -65,7 +58,7 @@ def test_chapters_run_at_the_profiles_every_experiment_defines(quick_only, monke
     assert experiments.common_profiles() == ("quick",)
     with pytest.raises(ValueError, match="profile must be one of 'quick', got 'full'"):
         energylab.setup_notebook(0, "cpu", profile="full")
-    build = _script("build_book")
+    build = script("build_book")
     with pytest.raises(SystemExit):  # argparse refuses it before anything is built
         build.main(["--profile", "full"])
     monkeypatch.delitem(experiments.EXPERIMENTS, "quick-only")

@@ -211,3 +211,12 @@ def test_mha_weights_are_the_weights_forward_applies(causal):
     assert torch.allclose(p.sum(-1), torch.ones(2, 3, 7, dtype=torch.float64), atol=1e-14)
     assert (y - layer(x)).abs().max() < 1e-13
     assert (p.triu(1) == 0).all() if causal else (p > 0).all()
+
+
+def test_every_layer_the_catalog_registers_is_checked_against_its_operator_here():
+    """The per-family tests above compare each layer with its form's operator in float64; the catalog's layer
+    registry (what the Atlas lists) must hold exactly the layers they cover, so a new layer cannot go unchecked."""
+    from energylab import catalog
+
+    assert {layer.cls for layer in catalog.LAYERS} == set(ATTENTION + HYPERSPHERICAL + FEEDFORWARD)
+    assert all(catalog.FORMS[layer.form].layers for layer in catalog.LAYERS)
