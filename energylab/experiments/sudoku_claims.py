@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from energylab.baselines import sudoku_baseline
 from energylab.results import Results
+from energylab.verdicts import compare, scaling
 
 __all__ = ["PAPER_TRANSFORMER", "nine_by_nine_baselines", "nine_by_nine_claims"]
 
@@ -44,3 +45,30 @@ def nine_by_nine_claims(results: Results, baselines: dict[str, dict[str, float]]
         "far below the paper's Transformer in distribution (98.6%)":
             100 * board(id_set, T) < PAPER_TRANSFORMER["id"] - 20,
     }
+
+
+def seed_values(results: Results, layer: str, test_set: str, iterations: int, key: str = "board",
+                table: str = "test_time") -> list[float]:
+    """One value per seed of ``layer`` on ``test_set`` at T = ``iterations`` from a league's ``table`` rows
+    (``"test_time_clamped"``: Hyper-SET with the step sizes of t > T frozen at T's)."""
+    return [r[key] for r in results.tables[table]
+            if r["layer"] == layer and r["set"] == test_set and r["iterations"] == iterations]
+
+
+def league_verdicts(results: Results) -> dict[str, str]:
+    """The league's answers to the papers' Sudoku claims, each from the per-seed numbers (:func:`compare`,
+    :func:`scaling`): Hyper-SET against the Transformer at T and 2T (paper 004), AKOrN against ItrSA (paper 003 /
+    AKOrN), and test-time scaling of each layer from T to 2T and to 4T, on every test set."""
+    cfg = results.config
+    T, sets = cfg["iterations"], cfg["test_sets"]
+    out = {}
+    pairs = [(a, b) for a, b in (("hyperset", "transformer"), ("akorn", "itrsa")) if {a, b} <= set(cfg["layers"])]
+    for s in sets:
+        for k, t in (("T", T), ("2T", 2 * T)):
+            for a, b in pairs:
+                out[f"{a} vs {b}, {s} @{k}"] = compare(seed_values(results, a, s, t), seed_values(results, b, s, t))
+        for layer in cfg["layers"]:
+            for k, t in (("2T", 2 * T), ("4T", 4 * T)):
+                out[f"{layer}, {s}, T -> {k}"] = scaling(seed_values(results, layer, s, T),
+                                                         seed_values(results, layer, s, t))
+    return out
