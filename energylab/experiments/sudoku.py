@@ -26,7 +26,6 @@ import torch.nn.functional as F
 
 from energylab._setup import choose_device
 from energylab.batches import EpochOrder
-from energylab.experiments.sudoku_claims import league_verdicts, seed_values  # noqa: F401 (one home)
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.regularisers import REGULARISERS, regulariser
 from energylab.runs import config_record

@@ -1,12 +1,13 @@
 """Every claim chapters 8 and 9 make about the committed Sudoku league (results/sudoku/league-6x6.json: 4 looped layers
-x 3 seeds at 6x6) and its probes (league-6x6-probes.json), through ``sudoku.league_verdicts`` (per-seed comparisons,
-the function the chapters call) and the numbers they quote; and a replay of the first 100 steps of every layer."""
+x 3 seeds at 6x6) and its probes (league-6x6-probes.json), through ``sudoku_claims.league_verdicts`` (per-seed
+comparisons, the function the chapters call) and the numbers they quote; and a replay of the first 50 steps of every
+layer."""
 import dataclasses
 
 import pytest
 
 from energylab.committed import load_committed
-from energylab.experiments import sudoku
+from energylab.experiments import sudoku, sudoku_claims
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +16,7 @@ def league():
 
 
 def _mean(results, layer, s, t, table="test_time"):
-    v = sudoku.seed_values(results, layer, s, t, table=table)
+    v = sudoku_claims.seed_values(results, layer, s, t, table=table)
     return sum(v) / len(v)
 
 
@@ -28,7 +29,7 @@ def test_the_file_is_the_league_profile_from_a_clean_commit(league):
 
 
 def test_verdicts_the_chapters_state(league):
-    v = sudoku.league_verdicts(league[0])
+    v = sudoku_claims.league_verdicts(league[0])
     for s in ("6x6-id", "6x6-ood"):
         for k in ("T", "2T"):
             assert v[f"hyperset vs transformer, {s} @{k}"] == "behind"
