@@ -85,14 +85,14 @@
 .el-explorer .el-controls label { display: inline-flex; align-items: center; gap: 0.4em; }
 .el-explorer .el-controls output { font-variant-numeric: tabular-nums; min-width: 3.5em; }
 .el-explorer input[type=range] { width: 10em; accent-color: var(--pst-color-primary, #1f77b4); }
-.el-explorer input[type=text] { width: 16em; font: inherit; }
+.el-explorer input[type=text] { width: 22em; max-width: 100%; font: inherit; }
 .el-explorer button { font: inherit; padding: 0.1em 0.8em; border-radius: 4px; cursor: pointer;
   border: 1px solid var(--pst-color-border, #ccc); background: var(--pst-color-surface, #f5f5f5);
   color: var(--pst-color-text-base, #222); }
 .el-explorer button:hover { border-color: var(--pst-color-primary, #1f77b4); }
 .el-explorer .el-row { display: flex; flex-wrap: wrap; gap: 0.6em 1.2em; align-items: flex-start; }
 .el-explorer .el-row > * { flex: 1 1 20em; min-width: 0; }
-.el-explorer svg.el-plot { display: block; width: 100%; height: auto; overflow: visible; }
+.el-explorer svg.el-plot { display: block; width: 100%; max-width: 34em; height: auto; overflow: visible; }
 .el-explorer svg text { fill: currentColor; font-family: inherit; }
 .el-explorer .el-grid { stroke: currentColor; stroke-opacity: 0.12; }
 .el-explorer .el-axis { stroke: currentColor; stroke-opacity: 0.55; fill: none; }

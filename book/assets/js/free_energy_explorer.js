@@ -68,6 +68,7 @@
       E.forEach((e, i) => { K.svg("text", { x: bx.sx(i), y: bx.box.Y0 + 28, "text-anchor": "middle", "font-size": 10,
                                             opacity: 0.7 }, bx.svg).textContent = `E=${+e.toPrecision(3)}`; });
       K.curve(bx, [[-0.5, 1 / n], [n - 0.5, 1 / n]], { color: "currentColor", width: 1, dash: "4 3", opacity: 0.6 });
+      K.legend(left, [["p_i", K.PALETTE[0]], ["uniform weights 1/N (T → ∞)", "currentColor", true]]);
 
       right.replaceChildren();
       const lo = Math.min(...E), hi = Math.max(...E), pad = Math.max(hi - lo, 1e-6);

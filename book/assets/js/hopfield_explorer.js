@@ -61,6 +61,7 @@
   }
 
   const MAX_STEPS = 40, TOL = 1e-10;
+  const deltaE = (d, e) => (Math.abs(d) < 1e-12 * Math.max(1, Math.abs(e)) ? "0 to rounding" : d.toExponential(2));
 
   function mount(div) {
     const X = patterns(), lo = Math.min(...X.flat()), hi = Math.max(...X.flat());
@@ -78,7 +79,7 @@
     const flip = K.slider(controls, "flipped pixels", { min: 0, max: 0.5, step: 0.01, value: 0.2,
                                                           format: (v) => `${Math.round(v * 100)}%` });
     const seed = K.slider(controls, "seed", { min: 0, max: 20, step: 1, value: 0 });
-    const beta = K.slider(controls, "β", { min: 0, max: 2, step: 0.01, value: 16, from: (v) => Math.pow(10, v),
+    const beta = K.slider(controls, "β", { min: 0, max: 2, step: 0.001, value: 16, from: (v) => Math.pow(10, v),
                                            to: Math.log10, format: (v) => v.toPrecision(3) });
     const buttons = K.html("div", { className: "el-controls" }, div);
     K.button(buttons, "one step", () => { stop(); advance(); });
@@ -87,6 +88,7 @@
     const row = K.html("div", { className: "el-row" }, div);
     const images = K.html("div", {}, row), bars = K.html("div", {}, row), trace = K.html("div", {}, row);
     images.style.flex = "0 0 auto";
+    bars.style.flex = trace.style.flex = "1 1 14em";
     const readout = K.html("div", { className: "el-readout" }, div);
     const state = { digit: 3, states: [], energies: [] };
     let timer = null;
@@ -126,24 +128,24 @@
       images.replaceChildren();
       for (const [title, v] of [["query ξ₀", state.states[0]], [`state ξ after ${k} step${k === 1 ? "" : "s"}`, xi]]) {
         const box = K.html("div", {}, images);
-        box.style.cssText = "display:inline-block;margin:0 1em 0.5em 0;text-align:center";
-        K.image(box, shade(v), ROWS, COLS, { cell: 14, title });
+        box.style.cssText = "margin:0 0 0.6em 0;text-align:center";
+        K.image(box, shade(v), ROWS, COLS, { cell: 12, title });
         K.html("div", { textContent: title }, box).style.fontSize = "0.85em";
       }
       bars.replaceChildren();
       trace.replaceChildren();
       const p = weights(xi, X, b);
-      const wx = K.axes(bars, { width: 300, height: 220, x: { min: -0.5, max: 9.5, ticks: [], label: "stored digit" },
+      const wx = K.axes(bars, { width: 300, height: 230, x: { min: -0.5, max: 9.5, ticks: [], label: "stored digit" },
                                 y: { min: 0, max: 1 }, title: "weights softmax(β Xᵀξ)" });
       K.bars(wx, p, { labels: X.map((_, j) => String(j)) });
       const n = state.energies.length, e = state.energies, elo = Math.min(...e), ehi = Math.max(...e);
       const pad = Math.max((ehi - elo) * 0.1, Math.abs(ehi) * 0.02, 1e-3);
-      const ex = K.axes(trace, { width: 300, height: 220, x: { min: 0, max: Math.max(5, n - 1), label: "step k" },
+      const ex = K.axes(trace, { width: 300, height: 230, x: { min: 0, max: Math.max(5, n - 1), label: "step k" },
                                  y: { min: elo - pad, max: ehi + pad }, title: "energy E(ξ_k)", margin: { l: 56 } });
       K.curve(ex, e.map((v, j) => [j, v]), { color: K.PALETTE[1], r: 3 });
       const dist = Math.sqrt(K.sum(xi.map((v, a) => (v - target[a]) ** 2)));
       readout.textContent = `digit ${state.digit}, β = ${b.toPrecision(3)}, step ${k}: E = ${e.at(-1).toFixed(6)}` +
-        (k ? ` (step ${k}: ΔE = ${(e.at(-1) - e.at(-2)).toExponential(2)})` : "") +
+        (k ? ` (ΔE = ${deltaE(e.at(-1) - e.at(-2), e.at(-1))})` : "") +
         `;  ‖ξ − x_${state.digit}‖ = ${dist.toFixed(4)}` + (dist <= 0.1 ? " (retrieved)" : "") +
         `;  participation 1/Σp² = ${(1 / K.dot(p, p)).toFixed(2)}`;
       div.dataset.drawn = "1";

@@ -87,7 +87,7 @@
     const controls = K.html("div", { className: "el-controls" }, div);
     const eta = K.slider(controls, "step size η", { min: 0.05, max: 2, step: 0.05, value: 1,
                                                     format: (v) => v.toFixed(2) });
-    const T = K.slider(controls, "temperature T", { min: -1, max: Math.log10(3), step: 0.005, value: INSTANCE.T,
+    const T = K.slider(controls, "temperature T", { min: -1, max: Math.log10(3), step: 0.001, value: INSTANCE.T,
                                                      from: (v) => Math.pow(10, v), to: Math.log10,
                                                      format: (v) => v.toPrecision(3) });
     const steps = K.slider(controls, "steps", { min: 5, max: 60, step: 1, value: 30 });
