@@ -71,7 +71,7 @@
       K.legend(left, [["p_i", K.PALETTE[0]], ["uniform weights 1/N (T → ∞)", "currentColor", true]]);
 
       right.replaceChildren();
-      const lo = Math.min(...E), hi = Math.max(...E), pad = Math.max(hi - lo, 1e-6);
+      const lo = Math.min(...E), hi = Math.max(...E), pad = Math.max(hi - lo, 0.5);
       const fx = K.axes(right, { x: { min: T_MIN, max: T_MAX, log: true, label: "temperature T (log scale)" },
                                  y: { min: lo - 1.5 * pad, max: hi + 0.15 * pad }, title: "F*(T) = −T log Z and U(T)" });
       K.curve(fx, curves.ts.map((tk, k) => [tk, curves.states[k].U]), { color: K.PALETTE[1], dash: "6 4" });

@@ -64,8 +64,11 @@
   const deltaE = (d, e) => (Math.abs(d) < 1e-12 * Math.max(1, Math.abs(e)) ? "0 to rounding" : d.toExponential(2));
 
   function mount(div) {
-    const X = patterns(), lo = Math.min(...X.flat()), hi = Math.max(...X.flat());
-    const shade = (xi) => xi.map((v) => (v - lo) / (hi - lo));  // the patterns' own two levels map to 0 and 1
+    const X = patterns();
+    const shade = (xi) => {  // each image on its own scale: lowest pixel blank, highest full ink
+      const lo = Math.min(...xi), hi = Math.max(...xi);
+      return xi.map((v) => (v - lo) / (hi - lo || 1));
+    };
     K.frame(div);
     const picker = K.html("div", { className: "el-controls" }, div);
     picker.append("stored digits (click one):");
