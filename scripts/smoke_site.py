@@ -425,7 +425,6 @@ def measure_clipping(cdp: CDP, session: str, width: int, min_scale: float = 0.7,
     return json.loads(reply["result"]["value"])
 
 
-
 def page_json(cdp: CDP, session: str, expression: str, wait: float = 60):
     """The value of a JavaScript ``expression`` evaluated in the page, passed back as JSON (float64 numbers round-trip
     exactly); an exception thrown in the page raises RuntimeError."""
