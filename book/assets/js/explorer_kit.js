@@ -101,7 +101,7 @@
 .el-explorer .el-swatch { display: inline-block; width: 1.6em; height: 0; border-top: 3px solid; vertical-align: middle;
   margin: 0 0.3em 0 0.9em; }
 .el-explorer .el-picked { outline: 2px solid var(--pst-color-primary, #1f77b4); outline-offset: 2px; }
-@media print { .el-explorer .el-controls { display: none; } }`;
+@media print { .el-explorer { break-inside: avoid; } .el-explorer .el-controls { display: none; } }`;
 
   /* Mark div as a live figure (the shared style, injected once) and empty it. */
   function frame(div) {
