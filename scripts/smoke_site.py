@@ -11,6 +11,9 @@ errors from timers or lazily loaded code are seen too. A page fails if:
 - MathJax did not typeset the math (a math element still shows raw TeX, or none was typeset);
 - a plotly figure's div holds no drawn SVG;
 - a saved widget view was not rendered;
+- a live figure (a JavaScript module of book/assets/js that computes in the page: the free-energy, Hopfield and
+  Newton explorers of chapters 1, 3 and 4, the sphere explorer of chapter 6) drew nothing, or its functions, run on
+  fixed inputs, differ from energylab's in float64 (by more than 1e-9 relative; the sphere flow by more than 1e-6);
 - a Sudoku solver (book/assets/js/sudoku_solver.js) drew no prediction, or its JavaScript models' logits differ from
   the torch models of energylab.pretrained by more than 1e-4 at any iteration (the time from navigation to its first
   prediction is printed);
@@ -56,14 +59,16 @@ CHECK_JS = r"""
   const figs = [...document.querySelectorAll('div[id^="fig-"]')];
   const undrawn = figs.filter(el => !el.querySelector('svg.main-svg'));
   const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
-  const explorers = [...document.querySelectorAll('div.sphere-explorer')];
+  const live = {};  // {class of a live figure's div: how many are drawn}
+  for (const [name, drawn] of Object.entries(LIVE_DRAWN))
+    live[name] = [...document.querySelectorAll('div.' + name)].filter(el => el.querySelector(drawn)).length;
   const solvers = [...document.querySelectorAll('div.sudoku-solver')];
   const rendered = document.querySelectorAll(
     '.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
   return JSON.stringify({math: math.length, typeset: document.querySelectorAll('mjx-container').length,
                          raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
                          widget_views: views, widgets_rendered: rendered, title: document.title,
-                         explorers_drawn: explorers.filter(el => el.querySelector('svg.main-svg')).length,
+                         live_drawn: live,
                          solvers_drawn: solvers.filter(el => el.dataset.firstPrediction).length,
                          first_prediction_ms: solvers.map(el => +el.dataset.firstPrediction || 0),
                          path: location.pathname, search_hits: document.querySelectorAll('ul.search li').length,
@@ -262,7 +267,7 @@ def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
     return {"math": len(re.findall(r'class="math notranslate', html)),
             "figures": len(re.findall(r'<div id="fig-[0-9a-f]{12}"', html)),
             "widget_views": html.count('type="application/vnd.jupyter.widget-view+json"'),
-            "explorers": html.count('<div class="sphere-explorer"'),
+            "live": {name: html.count(f'<div class="{name}"') for name in LIVE_FIGURES},
             "solvers": html.count('<div class="sudoku-solver"'),
             "redirect": redirect,
             "search": "searchindex.js" in html and bool(urllib.parse.parse_qs(query).get("q"))}
@@ -273,7 +278,7 @@ def rendered(result: dict, expected: dict) -> bool:
     return (result["math"] >= expected["math"] and typeset
             and result["figures"] >= expected["figures"] and not result["undrawn"]
             and (not expected["widget_views"] or result["widgets_rendered"] > 0)
-            and result.get("explorers_drawn", 0) >= expected.get("explorers", 0)
+            and all(result.get("live_drawn", {}).get(name, 0) >= n for name, n in expected.get("live", {}).items())
             and result.get("solvers_drawn", 0) >= expected.get("solvers", 0)
             and (not expected["redirect"] or result["path"] == expected["redirect"])
             and (not expected["search"] or result["search_summary"].strip() != ""))  # the search has finished
@@ -282,7 +287,9 @@ def rendered(result: dict, expected: dict) -> bool:
 def evaluate_checks(cdp: CDP, session: str) -> dict | None:
     """Run CHECK_JS in the page; None while there is no document to ask (e.g. in the middle of a redirect)."""
     try:
-        reply = cdp.send("Runtime.evaluate", session, expression=CHECK_JS, returnByValue=True)
+        drawn = {name: selector for name, (selector, _) in LIVE_FIGURES.items()}
+        reply = cdp.send("Runtime.evaluate", session, expression=CHECK_JS.replace("LIVE_DRAWN", json.dumps(drawn)),
+                         returnByValue=True)
         return json.loads(reply["result"]["value"])
     except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException):
         # a page busy for a minute (a software-rendered 3-D scene on a loaded CI machine) is not yet an answer:
@@ -357,11 +364,15 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
                         f"not drawn: {result['undrawn']}")
     if expected["widget_views"] and not result["widgets_rendered"]:
         problems.append(f"widgets: {expected['widget_views']} saved views, none rendered")
-    if expected.get("explorers"):
-        drawn = result.get("explorers_drawn", 0)
-        if drawn < expected["explorers"]:
-            problems.append(f"sphere explorer: {expected['explorers']} in the page, {drawn} drawn")
-        problems += check_sphere_flow(cdp, session)
+    for name, n in expected.get("live", {}).items():
+        if not n:
+            continue
+        drawn = result.get("live_drawn", {}).get(name, 0)
+        if drawn < n:
+            problems.append(f"{name}: {n} in the page, {drawn} drawn")
+        started = time.perf_counter()
+        problems += LIVE_FIGURES[name][1](cdp, session)
+        print(f"  {name}: checked against energylab in {time.perf_counter() - started:.2f} s", flush=True)
     if expected["figures"]:
         problems += check_dark_figures(cdp, session)
     if expected.get("solvers"):
@@ -416,6 +427,22 @@ def measure_clipping(cdp: CDP, session: str, width: int, min_scale: float = 0.7,
     return json.loads(reply["result"]["value"])
 
 
+def page_json(cdp: CDP, session: str, expression: str, wait: float = 60):
+    """The value of a JavaScript ``expression`` evaluated in the page, passed back as JSON (float64 numbers round-trip
+    exactly); an exception thrown in the page raises RuntimeError."""
+    reply = cdp.send("Runtime.evaluate", session, wait=wait, expression=f"JSON.stringify({expression})",
+                     returnByValue=True)
+    if "exceptionDetails" in reply:
+        details = reply["exceptionDetails"]
+        raise RuntimeError(details.get("exception", {}).get("description") or details.get("text"))
+    return json.loads(reply["result"]["value"])
+
+
+def js_call(function: str, *args) -> str:
+    """A JavaScript call of ``function`` on Python values, tensors among them (as nested lists), written as JSON."""
+    return f"{function}({', '.join(json.dumps(a, default=lambda t: t.tolist()) for a in args)})"
+
+
 # fixed starts on which the page's JavaScript integrator (book/assets/js/sphere_flow.js) must reproduce
 # energylab.flows.simulate: SA and USA, Euler and RK4, one and several heads
 FLOW_CASES = [dict(n=7, d=3, heads=1, preset="symmetric", normalized=True, method="euler", beta=2.0, step=0.1,
@@ -439,12 +466,10 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
         config = flows.FlowConfig(beta=case["beta"], normalized=case["normalized"], step=case["step"],
                                   steps=case["steps"], method=case["method"])
         want = flows.simulate(x0, w, config).x[:, 0]  # (S, N, d)
-        args = json.dumps({"x0": x0[0].tolist(), "W": {k: getattr(w, k).tolist() for k in "QKV"},
-                           "cfg": {k: case[k] for k in ("beta", "normalized", "step", "steps", "method")}})
-        expr = f"(() => {{ const a = {args}; return JSON.stringify(SphereFlow.simulate(a.x0, a.W, a.cfg)); }})()"
+        expr = js_call("SphereFlow.simulate", x0[0], {k: getattr(w, k) for k in "QKV"},
+                       {k: case[k] for k in ("beta", "normalized", "step", "steps", "method")})
         try:
-            reply = cdp.send("Runtime.evaluate", session, expression=expr, returnByValue=True)
-            got = torch.tensor(json.loads(reply["result"]["value"]), dtype=torch.float64)
+            got = torch.tensor(page_json(cdp, session, expr), dtype=torch.float64)
         except (RuntimeError, KeyError, TypeError, ValueError) as err:
             problems.append(f"sphere explorer: SphereFlow.simulate could not be run ({err})")
             break
@@ -486,6 +511,147 @@ def check_dark_figures(cdp: CDP, session: str) -> list[str]:
         changed = sum(a != b for a, b in zip(looks["after"], looks["before"]))
         problems.append(f"dark mode: {changed} figure(s) did not get their own colours back on the light page")
     return problems
+
+
+# The live figures of chapters 1, 3 and 4 (book/assets/js/free_energy_explorer.js, hopfield_explorer.js,
+# newton_explorer.js): their functions, on fixed inputs, against energylab's in float64
+LIVE_TOL = 1e-9
+# chapter 1's six token energies (section 1.4, to three decimals, as its figure's div carries them) and its T range
+CHAPTER1_ENERGIES = [0.643, 0.837, 1.813, 2.571, 2.636, 3.756]
+TEMPERATURES = (0.02, 0.3, 1.0, 7.0, 50.0)
+
+
+def relative_error(got, want) -> float:
+    """max |got − want| / max |want| over all entries: the error relative to the result's scale (inf when the shapes
+    differ or the page returned anything not finite)."""
+    import torch
+
+    got, want = torch.as_tensor(got, dtype=torch.float64), torch.as_tensor(want, dtype=torch.float64)
+    if got.shape != want.shape or not torch.isfinite(got).all():
+        return float("inf")
+    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-300))
+
+
+def check_live_figure(cdp: CDP, session: str, figure: str, calls: list[tuple[str, str, object]]) -> list[str]:
+    """Evaluate every JavaScript expression of ``calls`` [(what, expression, energylab's value)] in the page, in one
+    evaluation, and compare: a problem for each result further than LIVE_TOL (relative) from energylab's."""
+    try:
+        results = page_json(cdp, session, "[" + ", ".join(expr for _, expr, _ in calls) + "]")
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        return [f"{figure}: its functions could not be run ({err})"]
+    problems, worst = [], 0.0
+    for (what, _, want), got in zip(calls, results):
+        err = relative_error(got, want)
+        worst = max(worst, err)
+        if err > LIVE_TOL:
+            problems.append(f"{figure}: {what} differs from energylab by {err:.2e} relative (> {LIVE_TOL:g})")
+    print(f"  {figure}: {len(calls)} results against energylab, max relative error {worst:.1e}", flush=True)
+    return problems
+
+
+def check_free_energy_explorer(cdp: CDP, session: str) -> list[str]:
+    """FreeEnergyExplorer's weights, F* and F(p) against energylab.forms.free_energy: chapter 1's energies and random
+    ones, over the figure's range of T, F(p) at the Boltzmann weights and at weights with a zero entry."""
+    import torch
+
+    from energylab.forms import free_energy as fe
+
+    g = torch.Generator().manual_seed(0)
+    calls = []
+    chapter = torch.tensor(CHAPTER1_ENERGIES, dtype=torch.float64)
+    for E in (chapter, 3 * torch.randn(9, generator=g, dtype=torch.float64)):
+        q = torch.rand(E.numel(), generator=g, dtype=torch.float64)
+        q[0] = 0.0  # 0 log 0 = 0
+        q /= q.sum()
+        for T in TEMPERATURES:
+            p = fe.boltzmann_weights(E, T)
+            calls += [(f"weights(E, {T})", js_call("FreeEnergyExplorer.weights", E, T), p),
+                      (f"helmholtz(E, {T})", js_call("FreeEnergyExplorer.helmholtz", E, T),
+                       fe.helmholtz_free_energy(E, T)),
+                      (f"freeEnergyOfWeights(p*, E, {T})", js_call("FreeEnergyExplorer.freeEnergyOfWeights", p, E, T),
+                       fe.free_energy_of_weights(p, E, T)),
+                      (f"freeEnergyOfWeights(q, E, {T})", js_call("FreeEnergyExplorer.freeEnergyOfWeights", q, E, T),
+                       fe.free_energy_of_weights(q, E, T))]
+    return check_live_figure(cdp, session, "free-energy-explorer", calls)
+
+
+def check_hopfield_explorer(cdp: CDP, session: str) -> list[str]:
+    """HopfieldExplorer's energy, step and retrieve against energylab.forms.hopfield and
+    energylab.experiments.hopfield.retrieve: random patterns and states at three β, and the page's own digits with
+    its corrupted queries (as the figure draws them), retrieved for 12 steps."""
+    import torch
+
+    from energylab.experiments import hopfield as hp
+    from energylab.forms import hopfield
+
+    g = torch.Generator().manual_seed(0)
+    X, xi = torch.randn(7, 12, generator=g, dtype=torch.float64), torch.randn(12, generator=g, dtype=torch.float64)
+    calls = []
+    for beta in (0.5, 4.0, 40.0):
+        calls += [(f"energy(xi, X, {beta})", js_call("HopfieldExplorer.energy", xi, X, beta),
+                   hopfield.hopfield_energy(xi, X, beta)),
+                  (f"step(xi, X, {beta})", js_call("HopfieldExplorer.step", xi, X, beta),
+                   xi + hopfield.hopfield_update(xi, X, beta))]
+    try:
+        page = page_json(cdp, session, "{X: HopfieldExplorer.patterns(), "
+                         "queries: [[3, 0.2, 0], [8, 0.35, 5]].map(a => HopfieldExplorer.corrupt(...a))}")
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        return [f"hopfield-explorer: its digits could not be read ({err})"]
+    digits = torch.tensor(page["X"], dtype=torch.float64)
+    for k, query in enumerate(page["queries"]):
+        for beta in (2.0, 16.0):
+            run = hp.retrieve(torch.tensor([query], dtype=torch.float64), digits, beta, steps=12)
+            expr = js_call("HopfieldExplorer.retrieve", query, digits, beta, 12)
+            calls += [(f"retrieve(query {k}, digits, {beta}, 12).states", expr + ".states", run.states[:, 0]),
+                      (f"retrieve(query {k}, digits, {beta}, 12).energies", expr + ".energies", run.energies[:, 0])]
+    return check_live_figure(cdp, session, "hopfield-explorer", calls)
+
+
+def check_newton_explorer(cdp: CDP, session: str) -> list[str]:
+    """NewtonExplorer's F*, gradient and Newton directions and trajectories against energylab.forms.free_energy,
+    energylab.forms.newton and energylab.descent.descend: a random instance in d = 3 (the catalog's att2nd sampler)
+    and the figure's own instance in the plane, with the figure's default step and another."""
+    import torch
+
+    from energylab import catalog
+    from energylab.descent import descend
+    from energylab.forms import free_energy as fe
+    from energylab.forms import newton
+
+    updates = {"gradient": fe.softmax_free_energy_update, "newton": newton.att2nd_update}
+    zs, params = catalog.FORMS["att2nd"].sample(6, 3, generator=torch.Generator().manual_seed(0))
+    H, W, T = params["H"], params["W"], float(params["T"])
+    calls = []
+    for k, z in enumerate(zs):
+        calls += [(f"freeEnergy(z{k})", js_call("NewtonExplorer.freeEnergy", z, H, W, T),
+                   fe.softmax_free_energy(z, H, W, T)),
+                  (f"gradientDirection(z{k})", js_call("NewtonExplorer.gradientDirection", z, H, W, T),
+                   fe.softmax_free_energy_update(z, H, W, T)),
+                  (f"newtonDirection(z{k})", js_call("NewtonExplorer.newtonDirection", z, H, W, T),
+                   newton.att2nd_update(z, H, W, T))]
+    try:
+        inst = page_json(cdp, session, "NewtonExplorer.INSTANCE")
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        return [f"newton-explorer: its instance could not be read ({err})"]
+    H2, W2, z0 = (torch.tensor(inst[k], dtype=torch.float64) for k in ("H", "W", "z0"))
+    runs = [(zs[0], H, W, T, 0.5, 8), (z0, H2, W2, inst["T"], 1.0, 30), (z0, H2, W2, 0.8, 0.5, 30)]
+    for start, H_, W_, T_, eta, steps in runs:
+        for method, update in updates.items():
+            run = descend(lambda z: update(z, H_, W_, T_), lambda z: fe.softmax_free_energy(z, H_, W_, T_), start,
+                          eta, steps)
+            expr = js_call("NewtonExplorer.descend", start, H_, W_, T_, eta, steps, method)
+            calls += [(f"descend({method}, d = {start.numel()}, T = {T_}, eta = {eta}).states", expr + ".states",
+                       run.states),
+                      (f"descend({method}, d = {start.numel()}, T = {T_}, eta = {eta}).energies", expr + ".energies",
+                       run.energies)]
+    return check_live_figure(cdp, session, "newton-explorer", calls)
+
+
+# the live figures: the class of their div, what in the div shows that it is drawn, the check against the library
+LIVE_FIGURES = {"sphere-explorer": ("svg.main-svg", check_sphere_flow),
+                "free-energy-explorer": ("svg", check_free_energy_explorer),
+                "hopfield-explorer": ("svg", check_hopfield_explorer),
+                "newton-explorer": ("svg", check_newton_explorer)}
 
 
 # the page's Sudoku models (book/assets/js/sudoku_solver.js) against torch on fixed boards: two test boards of each

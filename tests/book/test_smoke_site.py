@@ -85,6 +85,35 @@ def test_the_sphere_chapter_carries_the_in_page_explorer():
     assert [case["method"] for case in ss.FLOW_CASES] == ["euler", "rk4", "rk4"] and ss.FLOW_TOL == 1e-6
 
 
+def test_a_live_figure_must_be_drawn(site):
+    (site / "book" / "live.html").write_text('<div class="newton-explorer"></div><div class="hopfield-explorer"></div>')
+    expected = ss.expected_content(site / "book" / "live.html")
+    assert expected["live"] == {"sphere-explorer": 0, "free-energy-explorer": 0, "hopfield-explorer": 1,
+                                "newton-explorer": 1}
+    assert not ss.rendered(DONE, expected)
+    assert not ss.rendered({**DONE, "live_drawn": {"newton-explorer": 1}}, expected)
+    assert ss.rendered({**DONE, "live_drawn": {"newton-explorer": 1, "hopfield-explorer": 1}}, expected)
+
+
+def test_chapters_1_3_and_4_carry_their_live_figures():
+    """The smoke test's JavaScript-vs-energylab checks run where the live figures are: chapters 1, 3 and 4 keep one
+    each, and chapter 1's starts from the energies the check uses."""
+    import json
+
+    for chapter, div in (("01_free_energy", '<div class="free-energy-explorer" data-energies="{}"></div>'.format(
+                              ", ".join(f"{e:g}" for e in ss.CHAPTER1_ENERGIES))),
+                         ("03_hopfield_memories", '<div class="hopfield-explorer"></div>'),
+                         ("04_newton_attention", '<div class="newton-explorer"></div>')):
+        nb = json.loads((SCRIPT.parents[1] / "notebooks" / f"{chapter}.ipynb").read_text())
+        cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+        assert sum(s.count(div) for s in cells) == 1, chapter
+    assert ss.LIVE_TOL == 1e-9
+    assert ss.relative_error([1.0, 2.0], [1.0, 2.0 + 2e-9]) == pytest.approx(1e-9 / (1 + 1e-9))
+    assert ss.relative_error([1.0], [1.0, 2.0]) == float("inf")  # another shape
+    assert ss.relative_error([float("nan")], [1.0]) == float("inf")
+    assert ss.js_call("F.f", [1.5, 2], {"a": 0.1}) == 'F.f([1.5, 2], {"a": 0.1})'
+
+
 def test_a_sudoku_solver_must_draw_a_prediction(site):
     (site / "book" / "solver.html").write_text('<div class="sudoku-solver" data-models="sudoku4-hyperset"></div>')
     expected = ss.expected_content(site / "book" / "solver.html")

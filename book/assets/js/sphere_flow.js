@@ -11,13 +11,12 @@
  * SphereFlow.mount(div) draws the explorer into every <div class="sphere-explorer">: n, beta, the weight preset,
  * heads, step, seed and SA/USA, redrawn live with the plotly.js the site ships; no kernel is needed. Random starts
  * and random presets use a seeded generator of their own (the same distributions as energylab.sphere.random_tokens
- * and energylab.flows.preset_weights, not the same draws as torch's generator).
+ * and energylab.flows.preset_weights, not the same draws as torch's generator). It needs explorer_kit.js.
  */
 (function () {
   "use strict";
+  const { dot, matvec, rng } = window.ExplorerKit;  // explorer_kit.js: the live figures' shared numerics
 
-  const dot = (a, b) => a.reduce((s, ai, k) => s + ai * b[k], 0);
-  const matvec = (M, x) => M.map((row) => dot(row, x));
   const normalize = (x) => { const r = Math.sqrt(dot(x, x)); return x.map((v) => v / r); };
 
   function velocity(X, W, beta, normalized) {
@@ -57,17 +56,6 @@
     let X = x0;
     for (let s = 0; s < cfg.steps; s++) { X = step(X, W, cfg); states.push(X); }
     return states;
-  }
-
-  function rng(seed) {  // mulberry32 for uniforms, Box-Muller for normals
-    let a = seed >>> 0;
-    const uniform = () => {
-      a = (a + 0x6D2B79F5) >>> 0;
-      let t = Math.imul(a ^ (a >>> 15), 1 | a);
-      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-    return { normal: () => Math.sqrt(-2 * Math.log(1 - uniform())) * Math.cos(2 * Math.PI * uniform()) };
   }
 
   const randn = (g, r, c) => Array.from({ length: r }, () => Array.from({ length: c }, g.normal));
@@ -165,7 +153,5 @@
   }
 
   window.SphereFlow = { velocity, step, simulate, presetWeights, randomTokens, rng, mount };
-  const start = () => document.querySelectorAll("div.sphere-explorer").forEach(mount);
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  window.ExplorerKit.onReady("div.sphere-explorer", mount);
 })();
