@@ -484,7 +484,15 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
 # dark page, and each figure's own layout back on the light page.
 DARK_FIGURES = """(async () => {
   const plots = [...document.querySelectorAll('.js-plotly-plot')];
-  const look = () => plots.map((el) => [el._fullLayout.paper_bgcolor, el._fullLayout.font.color]);
+  const behind = (el) => {  // the colour the figure is drawn on: the first ancestor with a background
+    for (; el; el = el.parentElement) {
+      const bg = getComputedStyle(el).backgroundColor;
+      if (bg !== 'rgba(0, 0, 0, 0)' && bg !== 'transparent') return bg;
+    }
+    return getComputedStyle(document.body).backgroundColor;
+  };
+  const look = () => plots.map((el) => [el._fullLayout.paper_bgcolor, el._fullLayout.font.color,
+                                        behind(el.parentElement)]);
   const settle = () => new Promise((done) => setTimeout(done, 400));
   const before = look();
   document.documentElement.dataset.theme = 'dark';
@@ -504,9 +512,12 @@ def check_dark_figures(cdp: CDP, session: str) -> list[str]:
     except (RuntimeError, KeyError, TypeError, ValueError) as err:
         return [f"dark mode: the figures could not be switched ({err})"]
     problems = []
-    for i, (paper, font) in enumerate(looks["dark"]):
+    for i, (paper, font, under) in enumerate(looks["dark"]):
         if paper.replace(" ", "") != "rgba(0,0,0,0)" or font.lower() != "#ced6dd":
             problems.append(f"dark mode: figure {i} keeps background {paper} and text {font} on the dark page")
+        rgb = [int(v) for v in re.findall(r"\d+", under)[:3]]
+        if len(rgb) < 3 or sum(rgb) > 3 * 128:  # light text needs a dark ground
+            problems.append(f"dark mode: figure {i} is drawn on {under}, too light for its light text")
     if looks["after"] != looks["before"]:
         changed = sum(a != b for a, b in zip(looks["after"], looks["before"]))
         problems.append(f"dark mode: {changed} figure(s) did not get their own colours back on the light page")
