@@ -9,7 +9,8 @@ forward passes as one batched computation, and one backward pass of Σ_s L_s giv
     θ_s ← OptStep(θ_s, ∇_θ L(θ_s; batch_s)),   s = 1..S,
 
 with an elementwise optimiser (AdamW, SGD with momentum) applied to the stacked tensors, which is exactly S
-independent optimisers. ``TrainConfig(compile=True)`` compiles the vmapped forward and backward once per process:
+independent optimisers. The steps, logging, evaluation, checkpoints and progress bar are the one training loop's
+(:func:`energylab.train.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles the vmapped forward and backward once per process:
 on one CPU thread that halves a step of the tiny NT model (N2T5), whose eager vmapped step is dominated by
 dispatching its ~300 small kernels. Gradient clipping uses each member's own global norm. Evaluation runs member
 by member through the ordinary ``eval_fn(model)``. Models that cannot be vmapped (data-dependent control flow, in-place
@@ -35,24 +36,19 @@ from energylab.results import History
 from energylab.runs import (
     CHECKPOINT,
     claim_run_dir,
-    get_rng_state,
     load_checkpoint,
     run_identity,
-    save_checkpoint,
     set_rng_state,
 )
 from energylab.train import (
+    Members,
     TrainConfig,
     check_config,
-    diverged,
-    due,
     evaluate,
-    log_window,
-    lr_multiplier,
     make_optimizer,
     optimizer_step,
-    progress_bar,
     train,
+    training_loop,
 )
 
 
@@ -157,7 +153,7 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
     prefixed_buffers = {f"model.{k}": v for k, v in buffers.items() if k not in shared}
     prefixed_shared = {f"model.{k}": v for k, v in shared.items()}
 
-    forward = _forward(wrapper, prefixed_shared, config.compile)
+    forward_all = _forward(wrapper, prefixed_shared, config.compile)
     optimizer = make_optimizer(list(params.values()), config)
     histories, windows, start = [History() for _ in seeds], [{} for _ in seeds], 0
     ckpt = out_dir is not None and os.path.exists(os.path.join(out_dir, CHECKPOINT))
@@ -180,49 +176,42 @@ def _vmapped(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, o
         set_rng_state(state["rng"])
     else:
         seed_everything(seeds[0])
-    saved = start
-    schedule = lr_multiplier(config, config.steps)
     stacked = list(params.values())
 
-    def clip(max_norm):
-        _clip_per_member([p.grad for p in stacked], max_norm)
-    bar = progress_bar(config.progress, config.steps, start)
-    if start == 0 and config.eval_at_start and eval_fn is not None:
-        _eval_members(models, params, buffers, eval_fn, histories, 0)
-    for step in range(start, config.steps):
+    def forward(step):
         batch = _stack([to_device(batches(step, s), device) for s in seeds])
         try:
-            loss, metrics = forward(prefixed, prefixed_buffers, batch)  # loss: (S,)
+            loss, metrics = forward_all(prefixed, prefixed_buffers, batch)  # loss: (S,)
         except Exception as err:  # noqa: BLE001 - any failure inside vmap means: not vmappable
             if step == start:
                 raise _NotVmappable() from err
             raise
-        values = loss.detach().tolist()
-        bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
-        if bad:
-            raise diverged(f"loss is not finite at step {step} (0-based) for seeds {bad}", step, out_dir, saved)
-        optimizer_step(optimizer, loss.sum(), config, schedule(step), clip)
+        return loss, loss.detach().tolist(), metrics
+
+    def update(loss, factor, step):
+        optimizer_step(optimizer, loss.sum(), config, factor,
+                       lambda max_norm: _clip_per_member([p.grad for p in stacked], max_norm))
         if after_step is not None:
             after_step(params, step)
 
-        done = step + 1
-        member_metrics = {k: v.detach().tolist() for k, v in metrics.items()}
-        for i, (history, window) in enumerate(zip(histories, windows)):
-            log_window(history, window, {"loss": values[i], **{k: v[i] for k, v in member_metrics.items()}}, done,
-                       config.log_every, config.steps)
-        if eval_fn is not None and due(config.eval_every, done, config.steps):
-            _eval_members(models, params, buffers, eval_fn, histories, done)
-        if out_dir is not None and due(config.checkpoint_every, done, config.steps):
-            save_checkpoint(out_dir, {
-                "step": done, "seeds": seeds, "params": {k: v.detach() for k, v in params.items()},
-                "buffers": dict(buffers), "optimizer": optimizer.state_dict(),
-                "histories": [h.to_dict() for h in histories], "windows": [dict(w) for w in windows],
-                "rng": get_rng_state(), "identity": ident})
-            saved = done
-        bar.update(1)
-        if not bar.disable and histories[0].curves:
-            bar.set_postfix({"loss(mean)": f"{sum(values) / len(values):.4g}"}, refresh=False)
-    bar.close()
+    def numbers(metrics):
+        per_member = {k: v.detach().tolist() for k, v in metrics.items()}
+        return [{k: v[i] for k, v in per_member.items()} for i in range(len(seeds))]
+
+    def evaluate_members(fn):
+        _unstack_into(models, params, buffers)
+        return [evaluate(model, fn) for model in models]
+
+    def diverged_seeds(step, values):
+        bad = [s for s, v in zip(seeds, values) if not math.isfinite(v)]
+        return f"loss is not finite at step {step} (0-based) for seeds {bad}" if bad else None
+
+    members = Members(forward=forward, update=update, numbers=numbers, evaluate=evaluate_members,
+                      state=lambda: {"seeds": seeds, "params": {k: v.detach() for k, v in params.items()},
+                                     "buffers": dict(buffers), "optimizer": optimizer.state_dict()},
+                      diverged=diverged_seeds)
+    histories = training_loop(members, config, config.steps, start, histories, windows, eval_fn=eval_fn,
+                              out_dir=out_dir, identity=ident, progress=config.progress, ensemble=True)
     _unstack_into(models, params, buffers)
     return Ensemble(seeds, models, histories, vmapped=True)
 
@@ -312,12 +301,6 @@ def _unstack_into(models, params, buffers) -> None:
                 p.copy_(params[name][i])
             for name, b in model.named_buffers():
                 b.copy_(buffers[name][i])
-
-
-def _eval_members(models, params, buffers, eval_fn, histories, done) -> None:
-    _unstack_into(models, params, buffers)
-    for model, history in zip(models, histories):
-        history.log(done, evaluate(model, eval_fn), prefix="eval/")
 
 
 def _sequential(make_model, loss_fn, batches, config, seeds, eval_fn, after_step, out_dir, resume, identity

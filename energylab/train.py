@@ -8,7 +8,11 @@ The loop reads top to bottom. Per optimiser step ``s`` (0-based):
 3. backward, gradient clipping, the learning rate of the schedule, ``optimizer.step()``;
 4. ``after_step(model, s)`` (e.g. rescale couplings to a fixed norm);
 5. every ``eval_every`` steps ``eval_fn(model) -> dict``; every ``checkpoint_every`` steps and at the end an
-   atomic checkpoint in ``out_dir`` (:mod:`energylab.results` keeps the checkpoint bookkeeping).
+   atomic checkpoint in ``out_dir`` (:mod:`energylab.runs` keeps the checkpoint bookkeeping).
+
+These steps are :func:`training_loop`, the one loop: :func:`train` runs it for one model, and the seed ensembles
+of :mod:`energylab.ensemble` run it for S models stacked into one vmapped computation (:class:`Members` says what
+the loop needs of either).
 
 Curves are kept in a :class:`History` indexed by the number of completed steps. ``resume=True`` continues
 from ``out_dir/checkpoint.pt`` (model, optimiser, history, RNG states, step) and ends with the same numbers as
@@ -153,17 +157,11 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
         optimizer.load_state_dict(state["optimizer"])
         history, window, start = History.from_dict(state["history"]), state["window"], state["step"]
         set_rng_state(state["rng"])
-    saved = start
     net = _wrap(model, config, device, world)
     amp = (torch.autocast("cuda", dtype=torch.bfloat16) if config.amp and device.type == "cuda"
            else contextlib.nullcontext())
-    schedule = lr_multiplier(config, total)
-    bar = progress_bar(config.progress and rank == 0, total, start)
 
-    if start == 0 and config.eval_at_start and eval_fn is not None:
-        history.log(0, evaluate(model, eval_fn), prefix="eval/")
-    model.train()
-    for step in range(start, total):
+    def forward(step):
         batch = to_device(feed(step), device)
         if world > 1 and callable(batches):
             batch = shard(batch, rank, world)
@@ -173,28 +171,91 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
         if world > 1:
             torch.distributed.all_reduce(value)
             value /= world
-        value = float(value)
-        if not math.isfinite(value):
-            raise diverged(f"loss is {value} at step {step} (0-based)", step, out_dir, saved)
-        optimizer_step(optimizer, loss, config, schedule(step),
+        return loss, [float(value)], metrics
+
+    def update(loss, factor, step):
+        optimizer_step(optimizer, loss, config, factor,
                        lambda max_norm: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
         if after_step is not None:
             after_step(model, step)
 
+    members = Members(
+        forward=forward, update=update,
+        numbers=lambda metrics: [_floats(metrics, world)],
+        evaluate=lambda fn: [evaluate(model, fn)],
+        state=lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        diverged=lambda step, values: (None if math.isfinite(values[0])
+                                       else f"loss is {values[0]} at step {step} (0-based)"))
+    model.train()
+    [history] = training_loop(members, config, total, start, [history], [window], eval_fn=eval_fn,
+                              out_dir=out_dir, identity=ident, progress=config.progress and rank == 0)
+    return history
+
+
+@dataclass
+class Members:
+    """What :func:`training_loop` needs of the model(s) it trains: one model (:func:`train`) or S stacked models
+    trained as one vmapped computation (:func:`energylab.ensemble.train_ensemble`). Lists hold one entry per
+    member.
+
+    forward(step) -> (loss to minimise, [loss value per member], raw metrics); update(loss, lr factor, step): the
+    optimiser step and ``after_step``; numbers(raw metrics) -> [metrics per member] as Python numbers (read after
+    the update, as a metric may be a parameter); evaluate(eval_fn) -> [eval metrics per member]; state() -> the
+    checkpoint entries of the model(s) and optimiser; diverged(step, values) -> why the step failed, or None.
+    """
+
+    forward: Callable[[int], tuple]
+    update: Callable[[torch.Tensor, float, int], None]
+    numbers: Callable[[Any], list[dict]]
+    evaluate: Callable[[Callable], list[dict]]
+    state: Callable[[], dict]
+    diverged: Callable[[int, list[float]], str | None]
+
+
+def training_loop(members: Members, config: TrainConfig, total: int, start: int, histories: list[History],
+                  windows: list[dict], *, eval_fn=None, out_dir: str | None = None, identity: Any = None,
+                  progress: bool = True, ensemble: bool = False) -> list[History]:
+    """The one training loop, steps ``start`` .. ``total`` − 1: forward, a check that the loss is finite, the
+    optimiser step at the schedule's learning rate, the train metrics logged per ``log_every`` window, evaluation
+    and checkpoints when due, a progress bar. ``histories`` and ``windows`` (one per member) are updated in place
+    and returned; a checkpoint holds ``members.state()``, the step, the histories, the RNG state and ``identity``
+    (an ``ensemble``'s under "histories" and "windows", one model's under "history" and "window")."""
+    schedule = lr_multiplier(config, total)
+    saved = start
+    bar = progress_bar(progress, total, start)
+    single = not ensemble
+
+    def log_eval(done):
+        for history, metrics in zip(histories, members.evaluate(eval_fn)):
+            history.log(done, metrics, prefix="eval/")
+
+    if start == 0 and config.eval_at_start and eval_fn is not None:
+        log_eval(0)
+    for step in range(start, total):
+        loss, values, raw = members.forward(step)
+        why = members.diverged(step, values)
+        if why is not None:
+            raise diverged(why, step, out_dir, saved)
+        members.update(loss, schedule(step), step)
+
         done = step + 1
-        log_window(history, window, {"loss": value, **_floats(metrics, world)}, done, config.log_every, total)
+        for history, window, value, metrics in zip(histories, windows, values, members.numbers(raw)):
+            log_window(history, window, {"loss": value, **metrics}, done, config.log_every, total)
         if eval_fn is not None and due(config.eval_every, done, total):
-            history.log(done, evaluate(model, eval_fn), prefix="eval/")
+            log_eval(done)
         if out_dir is not None and due(config.checkpoint_every, done, total):
-            save_checkpoint(out_dir, {"step": done, "model": model.state_dict(),
-                                      "optimizer": optimizer.state_dict(), "history": history.to_dict(),
-                                      "window": dict(window), "rng": get_rng_state(), "identity": ident})
+            tracked = ({"history": histories[0].to_dict(), "window": dict(windows[0])} if single else
+                       {"histories": [h.to_dict() for h in histories], "windows": [dict(w) for w in windows]})
+            save_checkpoint(out_dir, {"step": done, **members.state(), **tracked, "rng": get_rng_state(),
+                                      "identity": identity})
             saved = done
         bar.update(1)
         if bar.disable is False and (done == total or bar.n % max(1, total // 200) == 0):
-            bar.set_postfix({k: f"{v[-1]:.4g}" for k, v in history.curves.items()}, refresh=False)
+            shown = ({k: f"{v[-1]:.4g}" for k, v in histories[0].curves.items()} if single
+                     else {"loss(mean)": f"{sum(values) / len(values):.4g}"})
+            bar.set_postfix(shown, refresh=False)
     bar.close()
-    return history
+    return histories
 
 
 def check_config(config: TrainConfig) -> None:
