@@ -10,11 +10,12 @@ forward passes as one batched computation, and one backward pass of Σ_s L_s giv
 
 with an elementwise optimiser (AdamW, SGD with momentum) applied to the stacked tensors, which is exactly S
 independent optimisers. The steps, logging, evaluation, checkpoints and progress bar are the one training loop's
-(:func:`energylab.train.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles the vmapped forward and backward once per process:
-on one CPU thread that halves a step of the tiny NT model (N2T5), whose eager vmapped step is dominated by
-dispatching its ~300 small kernels. Gradient clipping uses each member's own global norm. Evaluation runs member
-by member through the ordinary ``eval_fn(model)``. Models that cannot be vmapped (data-dependent control flow, in-place
-updates of buffers) fall back to S sequential :func:`energylab.train.train` runs.
+(:func:`energylab.train.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles
+the vmapped forward and backward once per process: on one CPU thread that halves a step of the tiny NT model
+(N2T5), whose eager vmapped step is dominated by dispatching its ~300 small kernels. Gradient clipping uses each
+member's own global norm. Evaluation runs member by member through the ordinary ``eval_fn(model)``. Models that
+cannot be vmapped (data-dependent control flow, in-place updates of buffers) fall back to S sequential
+:func:`energylab.train.train` runs.
 """
 from __future__ import annotations
 
