@@ -10,7 +10,7 @@ forward passes as one batched computation, and one backward pass of Σ_s L_s giv
 
 with an elementwise optimiser (AdamW, SGD with momentum) applied to the stacked tensors, which is exactly S
 independent optimisers. The steps, logging, evaluation, checkpoints and progress bar are the one training loop's
-(:func:`energylab.train.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles
+(:func:`energylab.loop.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles
 the vmapped forward and backward once per process: on one CPU thread that halves a step of the tiny NT model
 (N2T5), whose eager vmapped step is dominated by dispatching its ~300 small kernels. Gradient clipping uses each
 member's own global norm. Evaluation runs member by member through the ordinary ``eval_fn(model)``. Models that
@@ -33,6 +33,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from energylab import kernels
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import to_device
+from energylab.loop import Members, evaluate, optimizer_step, training_loop
 from energylab.results import History
 from energylab.runs import (
     CHECKPOINT,
@@ -41,16 +42,7 @@ from energylab.runs import (
     run_identity,
     set_rng_state,
 )
-from energylab.train import (
-    Members,
-    TrainConfig,
-    check_config,
-    evaluate,
-    make_optimizer,
-    optimizer_step,
-    train,
-    training_loop,
-)
+from energylab.train import TrainConfig, check_config, make_optimizer, train
 
 
 @dataclass
