@@ -8,8 +8,8 @@ CE + F*: ``w_objective="joint"``) and one on the readout E (descending CE(Eᵀz,
 The task (:func:`cluster_task`): which of C centres does the densest group of a sample's N tokens sit at? The
 experiment trains one classifier per rate on W in ``rates_W`` on the same data and records, per epoch, mean F*,
 CE and the train and test accuracy. ``run(config, out_dir, resume)``: with ``out_dir`` each finished rate's
-history is written to ``out_dir/lr_W=<rate>/history.json``, and ``resume`` reuses it (a rate trains in seconds, so
-an unfinished one restarts).
+history is checkpointed in ``out_dir/lr_W=<rate>``, and ``resume`` reuses it (a rate trains in seconds, so an
+unfinished one restarts), as the Hopfield grid does with its rows.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from energylab._checks import (
 )
 from energylab.forms.free_energy import softmax_free_energy
 from energylab.results import History, Results
-from energylab.runs import claim_run_dir, config_record, read_json, write_json
+from energylab.runs import claim_run_dir, config_record, load_checkpoint, save_checkpoint
 
 CHAPTER = "02_attention_as_descent"  # the chapter that runs it: notebooks/02_attention_as_descent.ipynb
 
@@ -196,15 +196,13 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     H, y = cluster_task(config.n_train + config.n_test, config.n_tokens, config.dim, config.n_classes, generator=gen)
     split = (H[:config.n_train], y[:config.n_train], H[config.n_train:], y[config.n_train:], config.n_classes)
     results = Results("alternating", dataclasses.asdict(config))
+    identity = {"experiment": "alternating", "config": config_record(config)}
     for rate in config.rates_W:
         name = f"lr_W={rate:g}"
         folder = None if out_dir is None else os.path.join(out_dir, name)
-        path = None if folder is None else os.path.join(folder, "history.json")
-        if path is not None and resume and os.path.exists(path) and read_json(path)["config"] == config_record(config):
-            history = History.from_dict(read_json(path)["history"])
+        if folder is not None and claim_run_dir(folder, resume):  # this rate finished in an earlier call
+            history = History.from_dict(load_checkpoint(folder, identity)["history"])
         else:
-            if folder is not None:
-                claim_run_dir(folder, resume)
             cfg = AlternatingConfig(epochs=config.epochs, eta=config.eta, lr_W=rate, lr_E=config.lr_E, T=config.T,
                                     w_objective=config.w_objective, seed=config.seed)
             h = alternating_optimisation(*split, cfg)
@@ -213,8 +211,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                 history.log(k + 1, {m: getattr(h, m)[k] for m in ("free_energy", "cross_entropy", "train_accuracy",
                                                                   "test_accuracy")})
             history.log(config.epochs, {"W_norm": float(h.W.norm())})
-            if path is not None:
-                write_json(path, {"config": config_record(config), "history": history.to_dict()})
+            if folder is not None:
+                save_checkpoint(folder, {"step": config.epochs, "identity": identity, "history": history.to_dict()})
         results.histories[name] = history
         results.final.update({f"{name}/{m}": history.last(m) for m in history.curves})
     results.extra["floor"] = -config.T * math.log(config.n_tokens)  # min over W of F*: −T log N

@@ -168,24 +168,24 @@ class HyperSETLayer(nn.Module):
         catalog's operator of the form (or, for bi-softmax, its one-exponential fast path); with gains query, key
         and value are normalised apart, which is not the gradient of an energy, so it is written out here."""
         W, _ = self.weights(t)
-        if self.gains is None:
-            if self.attention == "bisoftmax" and kernels.enabled():
-                # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
-                q = _rms(self.projections(x, W), None, self.eps)
-                y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
-                return -(y.transpose(1, 2).reshape(x.shape) @ W.flatten(0, 1))
+        fast = self.gains is None and self.attention == "bisoftmax" and kernels.enabled()
+        if self.gains is None and not fast:
             return ATTENTION_OPERATORS[self.attention](x, W, self.beta, rms=True, eps=self.eps)
         z = self.projections(x, W)
-        q, k, v = (_rms(z, g, self.eps) for g in self.gains.unbind(0))
-        if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
-            pq = torch.sigmoid(q)
-            y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
-        elif self.attention == "bisoftmax":  # query and key differ, s is not symmetric
-            s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
-            y = (torch.softmax(s, -1) + torch.softmax(s, -2)) @ v  # softmax_row + softmax_col
-        else:
-            sig = torch.sigmoid(self.beta * q @ k.transpose(-1, -2))
-            y = (sig * (1 - sig)) @ v
+        if fast:  # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
+            q = _rms(z, None, self.eps)
+            y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
+        else:  # gains: query, key and value each with its own
+            q, k, v = (_rms(z, g, self.eps) for g in self.gains.unbind(0))
+            if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
+                pq = torch.sigmoid(q)
+                y = pq * (1 - pq) * (self.beta * pq @ (torch.sigmoid(k).transpose(-1, -2) @ torch.sigmoid(v)))
+            elif self.attention == "bisoftmax":  # query and key differ, s is not symmetric
+                s = self.beta * q @ k.transpose(-1, -2)  # (B, H, N, N)
+                y = (torch.softmax(s, -1) + torch.softmax(s, -2)) @ v  # softmax_row + softmax_col
+            else:
+                sig = torch.sigmoid(self.beta * q @ k.transpose(-1, -2))
+                y = (sig * (1 - sig)) @ v
         return -(y.transpose(1, 2).reshape(x.shape) @ W.flatten(0, 1))
 
     def feedforward_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:

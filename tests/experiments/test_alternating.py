@@ -26,7 +26,7 @@ def test_saved_run_resumes_from_its_finished_rates(tmp_path):
     out = str(tmp_path / "run")
     first = run_experiment("alternating", "quick", out_dir=out, epochs=5, rates_W=(0.05, 1.0))
     again = run_experiment("alternating", "quick", out_dir=out, resume=True, epochs=5, rates_W=(0.05, 1.0))
-    assert again.final == first.final and (tmp_path / "run" / "lr_W=1" / "history.json").exists()
+    assert again.final == first.final and (tmp_path / "run" / "lr_W=1" / "checkpoint.pt").exists()
     with pytest.raises(ValueError, match="already holds a run"):
         run_experiment("alternating", "quick", out_dir=out, epochs=5, rates_W=(0.05, 1.0))
     with pytest.raises(ValueError, match="rates_W"):
