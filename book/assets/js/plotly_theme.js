@@ -42,9 +42,18 @@
     }
   }
 
+  // Nothing runs on a light page, where the figures are drawn as made: the observer of figures drawn later starts
+  // the first time the page turns dark (a long page, such as the whole book printed to PDF, pays nothing).
   let pending = false;
+  let watching = false;
   function themeAll() {
-    if (pending) return;
+    if (pending || (!watching && !isDark())) return;
+    if (!watching) {
+      watching = true;
+      new MutationObserver((records) => {
+        if (records.some((r) => r.addedNodes.length)) themeAll();
+      }).observe(document.body, { childList: true, subtree: true });
+    }
     pending = true;
     requestAnimationFrame(() => {
       pending = false;
@@ -54,10 +63,6 @@
 
   new MutationObserver(themeAll).observe(document.documentElement, { attributes: true,
                                                                      attributeFilter: ["data-theme"] });
-  const watchFigures = () => new MutationObserver((records) => {
-    if (records.some((r) => r.addedNodes.length)) themeAll();
-  }).observe(document.body, { childList: true, subtree: true });
-  if (document.body) watchFigures(); else document.addEventListener("DOMContentLoaded", watchFigures);
-  window.addEventListener("load", themeAll);
+  window.addEventListener("load", themeAll);  // a reader whose theme is dark from the start
   window.energylabPlotTheme = { themeAll, darkUpdate };  // for the smoke test
 })();
