@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write results/bench/<section>.json with machine, date and commit")
     parser.add_argument("--device", default=None, help="device for sections that take one (attention): cpu, cuda")
     parser.add_argument("--dtype", default=None, help="dtype for sections that take one (attention): float32, bfloat16")
+    parser.add_argument("--tokens", default=None, type=lambda s: tuple(int(n) for n in s.split(",")),
+                        help="token counts for sections that take them (attention), e.g. 256,4096")
     args = parser.parse_args(argv)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(f"energylab.bench.{SECTIONS[name]}")
         print(f"\n== {name} ==", flush=True)
         started = time.perf_counter()
-        options = {k: v for k, v in (("device", args.device), ("dtype", args.dtype)) if v is not None}
+        options = {k: v for k, v in (("device", args.device), ("dtype", args.dtype), ("tokens", args.tokens))
+                   if v is not None}
         if options and not set(options) <= set(inspect.signature(module.run).parameters):
             parser.error(f"section {name} takes no {'/'.join(options)}")
         rows = module.run(quick=args.quick, **options)
@@ -54,12 +57,16 @@ def main(argv: list[str] | None = None) -> int:
             record = Results("bench", {"section": name, "quick": args.quick, **options}, tables={name: rows})
             path = commit_results(record, "bench", name, seconds=time.perf_counter() - started, source=source,
                                   command=f"python -m energylab.bench {name}{' --quick' * args.quick}"
-                                  + "".join(f" --{k} {v}" for k, v in options.items()) + " --commit")
+                                  + "".join(f" --{k} {_arg(v)}" for k, v in options.items()) + " --commit")
             print(f"committed to {path}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
     return 0
+
+
+def _arg(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 if __name__ == "__main__":

@@ -120,31 +120,67 @@ def paired_ratio(reference, candidate, repeats: int, warmup: int = 2,
     return times[len(times) // 2] / ref_times[len(ref_times) // 2], times[0] / ref_times[0]
 
 
-def run(quick: bool, device: str = "cpu", dtype: str = "float32") -> list[dict]:
-    """Rows for (batch 8, dim 256, heads 8) at 256 and 1024 tokens (quick: batch 2, dim 64, heads 4, 64 tokens).
+CPU_TOKENS = (256, 1024)
+CUDA_TOKENS = (256, 1024, 4096, 16384)  # on a GPU the N² terms only dominate from a few thousand tokens on
+CUDA_TOKENS_PER_BATCH = 16384  # on CUDA the batch is this / N (64 boards of 256 tokens ... one of 16,384)
+
+
+def run(quick: bool, device: str = "cpu", dtype: str = "float32", tokens: tuple[int, ...] | None = None) -> list[dict]:
+    """Rows for (batch 8, dim 256, heads 8) at 256 and 1024 tokens on CPU; on CUDA at 256 to 16,384 tokens with
+    ``CUDA_TOKENS_PER_BATCH`` tokens per batch (quick: batch 2, dim 64, heads 4, 64 tokens); ``tokens`` picks
+    other token counts.
 
     One row per layer and token count: ``time_ratio`` (median fwd+bwd time over SDPA's, measured in alternation),
     ``ratio_of_min``, ``saved_ratio`` (saved activations over SDPA's) and ``n2_units``, with the targets and
-    whether the median and the memory meet them; ``device`` and ``dtype`` (e.g. cuda, bfloat16) say where.
+    whether the median and the memory meet them; ``device`` and ``dtype`` (e.g. cuda, bfloat16) say where. On
+    CUDA a layer that runs out of memory gets a row with ``time_ratio`` None and ``met`` "OOM"; expressive
+    attention gets a second row for its reference path (flex attention is its CUDA route).
     """
+    if dtype not in ("float32", "float64", "float16", "bfloat16"):
+        raise ValueError(f"dtype must be float32, float64, float16 or bfloat16, got {dtype!r}")
+    if tokens is not None and (not tokens or any(not isinstance(n, int) or n < 1 for n in tokens)):
+        raise ValueError(f"tokens must be positive ints, got {tokens!r}")
     threads = torch.get_num_threads()
     if device == "cpu":  # one thread: see the module docstring
         torch.set_num_threads(1)
     try:
-        return _run(quick, device, getattr(torch, dtype))
+        return _run(quick, device, getattr(torch, dtype), tokens)
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
+def _layers(device: str):
+    if device == "cpu":
+        return LAYERS
+    from energylab import kernels
+
+    class _ReferenceRoute(nn.Module):  # the layer with every fast path switched off (kernels.reference_paths)
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            with kernels.reference_paths():
+                return self.layer(x)
+
+    expressive = next(row for row in LAYERS if row[0] == "ExpressiveAttention")
+    plain = ("ExpressiveAttention (reference path)", lambda d, h: _ReferenceRoute(expressive[1](d, h)), None, None)
+    i = LAYERS.index(expressive)
+    return LAYERS[:i + 1] + [plain] + LAYERS[i + 1:]
+
+
+def _run(quick: bool, device: str, dtype_: torch.dtype, tokens: tuple[int, ...] | None = None) -> list[dict]:
     batch, dim, heads = (2, 64, 4) if quick else (8, 256, 8)
-    token_counts = (64,) if quick else (256, 1024)
+    token_counts = tokens or ((64,) if quick else (CUDA_TOKENS if device.startswith("cuda") else CPU_TOKENS))
     dtype = str(dtype_).removeprefix("torch.")
     clock = time.process_time if device == "cpu" else time.perf_counter  # one CPU thread: its CPU seconds
     rows = []
+    cuda = device.startswith("cuda")
     for n_tokens in token_counts:
         # alternated rounds: 30 where a round is cheap (0.15 s at 256 tokens), 10 at 1,024 tokens (1.5 s)
         repeats = 3 if quick else (30 if n_tokens <= 256 else 10)
+        if cuda and not quick:
+            batch = max(1, CUDA_TOKENS_PER_BATCH // n_tokens)
         torch.manual_seed(0)
         x = torch.randn(batch, n_tokens, dim, device=device, dtype=dtype_)
         reference = _ReferenceMHA(dim, heads).to(device, dtype_)
@@ -154,11 +190,23 @@ def _run(quick: bool, device: str, dtype_: torch.dtype) -> list[dict]:
         where = {"device": device, "dtype": dtype, "threads": torch.get_num_threads()}  # the provenance: default
         rows.append(_row("SDPA reference", n_tokens, (1.0, 1.0), ref_bytes, ref_bytes, n2_bytes, (None, None),
                          _peak_cuda_bytes(reference, x), where))
-        for name, make, target, memory_target in LAYERS:
+        for name, make, target, memory_target in _layers(device):
             layer = make(dim, heads).to(device, dtype_)
-            ratio = paired_ratio(ref_step, _fwd_bwd(layer, x), repeats=repeats, clock=clock)
-            rows.append(_row(name, n_tokens, ratio, saved_bytes(layer, x), ref_bytes, n2_bytes,
-                             (target, memory_target), _peak_cuda_bytes(layer, x), where))
+            try:
+                ratio = paired_ratio(ref_step, _fwd_bwd(layer, x), repeats=repeats, clock=clock)
+                row = _row(name, n_tokens, ratio, saved_bytes(layer, x), ref_bytes, n2_bytes,
+                           (target, memory_target), _peak_cuda_bytes(layer, x), where)
+            except torch.OutOfMemoryError:
+                if not cuda:
+                    raise
+                row = {"layer": name, "tokens": n_tokens, "time_ratio": None, "ratio_of_min": None,
+                       "target": "" if target is None else f"<= {target}", "met": "OOM", **where}
+            if cuda:
+                row["batch"] = batch
+                layer.zero_grad(set_to_none=True)
+                del layer
+                torch.cuda.empty_cache()
+            rows.append(row)
     return rows
 
 
