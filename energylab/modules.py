@@ -103,7 +103,8 @@ class MultiHeadAttention(_QKVAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        with kernels.softmax_attention_backend(q):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
         return self.out(merge_heads(y))
 
     def weights(self, x: torch.Tensor) -> torch.Tensor:
@@ -129,8 +130,10 @@ class ExpressiveAttention(_QKVAttention):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         q, k, v = self._qkv(x)  # (B, H, N, d_h)
-        if kernels.enabled():  # flex attention on CUDA, else the tiled kernel: no (N, N) tensor kept
-            return self.out(merge_heads(fa.expressive_heads(q, k, v, self.causal, self.scale)))
+        if kernels.enabled():  # flex attention on CUDA, the tiled kernel on the CPU: no (N, N) tensor kept
+            y = fa.expressive_heads(q, k, v, self.causal, self.scale)
+            if y is not None:
+                return self.out(merge_heads(y))
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         return self.out(merge_heads(expressive_weights((q * self.scale) @ k.transpose(-1, -2), mask) @ v))
 
@@ -166,7 +169,7 @@ class MHA2nd1st(nn.Module):
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         G, G_inv = self._metric()
-        if kernels.enabled():  # the tiled kernel: no (N, N) tensor kept for the backward pass
+        if kernels.tiled(q):  # the tiled kernel (CPU): no (N, N) tensor kept for the backward pass
             return self.out(merge_heads(self._fast(q, k, T, T_b, G, G_inv, mask)))
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
         blocks = []
@@ -231,7 +234,7 @@ class _HypersphericalAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _check_input(x, self.dim, self.weight)
-        if self._kernel is None or not kernels.enabled() or (self.rms and self.eps == 0):
+        if self._kernel is None or not kernels.tiled(x) or (self.rms and self.eps == 0):
             return self._update(x, self.weight, self.beta, self.rms, self.eps)  # the checked catalog operator
         Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h)
         Z = hs.rms_normalize(Z, self.eps) if self.rms else Z

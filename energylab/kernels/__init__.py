@@ -32,8 +32,8 @@ import torch
 
 from energylab._checks import value_checks_off
 
-__all__ = ["FastPathWarning", "FastPath", "FAST_PATHS", "enabled", "reference_paths", "records_grad",
-           "unsupported", "fall_back", "cache_problem"]
+__all__ = ["FastPathWarning", "FastPath", "FAST_PATHS", "enabled", "tiled", "softmax_attention_backend",
+           "reference_paths", "records_grad", "unsupported", "fall_back", "cache_problem"]
 
 _F32, _F64 = torch.float32, torch.float64
 
@@ -48,6 +48,26 @@ def enabled() -> bool:
     torch.compile trace is running, where a custom ``autograd.Function`` cannot go and the layers' reference
     ops are what gets transformed. The sphere flows take theirs only when asked, by ``FlowConfig(fused=True)``."""
     return _switched_on and not value_checks_off()
+
+
+def tiled(x: torch.Tensor) -> bool:
+    """Whether the tiled kernels of :mod:`energylab.kernels.attention` serve ``x`` now: :func:`enabled` and ``x`` on
+    the CPU. They loop over tiles in Python, which is what keeps a CPU's caches warm; on a GPU every tile is a
+    handful of tiny launches, and the first CUDA bench (H200, results/bench/attention-cuda-float32.json) measured
+    them 30-250x slower than SDPA, where the reference path's ATen ops run as a few large kernels. So on a GPU the
+    reference path is the fast one (at the cost of its (N, N) tensors, which a GPU's memory holds far longer)."""
+    return enabled() and x.device.type == "cpu"
+
+
+def softmax_attention_backend(x: torch.Tensor):
+    """The context for ``F.scaled_dot_product_attention`` on ``x``: on CUDA inside a torch.func transform (the
+    vmapped seed ensemble) PyTorch's math backend, since the fused backends' backward failed there ("LSE is not
+    correctly aligned (strideH)", torch 2.11 on an H200); anywhere else PyTorch's own choice."""
+    if x.device.type == "cuda" and not enabled():
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
 
 
 @contextlib.contextmanager
@@ -90,17 +110,21 @@ FAST_PATHS: dict[str, FastPath] = {
                              "flows.simulate(fused=False)", grad="reference", dtypes=(_F32, _F64),
                              devices=("cpu", "cuda")),
     "tiled-expressive": FastPath("energylab.kernels.attention.expressive_attention",
-                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd"),
+                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd",
+                                 devices=("cpu",)),
     "tiled-bisoftmax": FastPath("energylab.kernels.attention.bisoftmax_attention",
-                                "forms.hyperspherical.hyperset_attention_update", grad="autograd"),
+                                "forms.hyperspherical.hyperset_attention_update", grad="autograd",
+                                 devices=("cpu",)),
     "one-exp-bisoftmax": FastPath("energylab.kernels.hyperset_layer.bisoftmax_one_exp (HyperSETLayer)",
                                   "forms.hyperspherical.hyperset_attention_update", grad="autograd"),
     "fused-relu-feedforward": FastPath("energylab.kernels.hyperset_layer.relu_sphere_feedforward (HyperSETLayer)",
                                        "forms.hyperspherical.hyperset_feedforward_update", grad="autograd"),
     "tiled-sigmoid": FastPath("energylab.kernels.attention.sigmoid_attention",
-                              "forms.hyperspherical.sigmoid_attention_update", grad="autograd"),
+                              "forms.hyperspherical.sigmoid_attention_update", grad="autograd",
+                                 devices=("cpu",)),
     "tiled-newton": FastPath("energylab.kernels.attention.newton_direction",
-                             "forms.newton.newton_first_order_direction", grad="autograd"),
+                             "forms.newton.newton_first_order_direction", grad="autograd",
+                                 devices=("cpu",)),
     "flex-expressive": FastPath("energylab.kernels.attention.flex_expressive_attention (torch.compile, CUDA)",
                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd", devices=("cuda",),
                                 dtypes=(torch.float16, torch.bfloat16, _F32),  # flex's kernels; float64: tiled

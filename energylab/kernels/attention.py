@@ -362,16 +362,20 @@ def flex_or_none(q, k, v, causal: bool, scale: float):
         return flex_expressive_attention(q, k, v, causal, scale)
     except Exception as err:  # noqa: BLE001 - any build failure: the tiled kernel computes the same weights
         _FLEX_FAILED.append(f"{type(err).__name__}: {err}")
-        kernels.fall_back("flex-expressive", f"it could not be built ({_FLEX_FAILED[0]})", instead="tiled-expressive")
+        kernels.fall_back("flex-expressive", f"it could not be built ({_FLEX_FAILED[0]})")  # the GPU's reference path
         return None
 
 
-def expressive_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+def expressive_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                     scale: float) -> torch.Tensor | None:
     """Expressive attention on (B, H, N, d_h) heads, the fast way: flex attention on CUDA where it builds
-    (:func:`flex_or_none`), else the tiled kernel (:func:`expressive_attention`). Returns (B, H, N, d_h)."""
+    (:func:`flex_or_none`), the tiled kernel (:func:`expressive_attention`) on the CPU. Returns (B, H, N, d_h), or
+    None where neither serves (a GPU without flex: its reference path is the fast one, see :func:`kernels.tiled`)."""
     y = flex_or_none(q, k, v, causal, scale)
     if y is not None:
         return y
+    if not kernels.tiled(q):
+        return None
     B, H, N, d_h = q.shape
     mask = torch.ones(N, N, dtype=torch.bool, device=q.device).tril() if causal else None
     q, k, v = torch.stack([q, k, v]).flatten(1, 2)  # one copy into the kernel's (B·H, N, d_h) layout, not three

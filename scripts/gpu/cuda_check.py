@@ -46,8 +46,7 @@ def machine() -> dict:
 def bench_rows(device: str, tiny: bool, deadline: float, record: dict, path: pathlib.Path) -> None:
     from energylab.bench import attention
 
-    plan = [("float32", (64,))] if tiny else [("float32", n) for n in attention.CUDA_TOKENS] + [
-        ("bfloat16", n) for n in attention.CUDA_TOKENS]
+    plan = [("float32", (64,))] if tiny else [(d, n) for n in attention.CUDA_TOKENS for d in ("float32", "bfloat16")]
     for dtype, n in plan:
         if time.time() > deadline:
             record["bench_skipped"].append(f"{dtype}/{n}")
@@ -128,6 +127,7 @@ def main(argv=None) -> int:
     parser.add_argument("--bench-deadline", type=float, default=150, help="seconds from start for the bench")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--parts", default="bench,experiments,chapters")
+    parser.add_argument("--only", default=None, help="comma-separated chapter stems / experiment names to run")
     parser.add_argument("--tiny", action="store_true", help="CPU rehearsal: chapter 1, experiment alternating")
     parser.add_argument("--chapter", default=None, help=argparse.SUPPRESS)  # one chapter, its row as JSON
     parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
@@ -157,6 +157,10 @@ def main(argv=None) -> int:
     names = [r["experiment"] for r in experiments.describe() if r["profile"] == "quick"]
     if args.tiny:
         chapters, names = chapters[:1], ["alternating"]
+    if args.only:
+        only = set(args.only.split(","))
+        chapters = [c for c in chapters if pathlib.Path(c).stem in only]
+        names = [n for n in names if n in only]
     jobs = []
     if "chapters" in parts:
         jobs += [("chapter", p) for p in chapters]
