@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from energylab import kernels
+from energylab import kernels, portable
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import to_device
 from energylab.loop import Members, evaluate, optimizer_step, training_loop
@@ -282,7 +282,7 @@ def _stack(batches: list):
 def _clip_per_member(grads: list[torch.Tensor], max_norm: float) -> None:
     """Scale each member's gradients by min(1, max_norm / ‖g_s‖), as clip_grad_norm_ does per model."""
     sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)  # (S,)
-    coef = (max_norm / (sq.sqrt() + 1e-6)).clamp(max=1.0)
+    coef = (max_norm / (portable.exact_sqrt(sq) + 1e-6)).clamp(max=1.0)  # not VML's processor-dependent sqrt
     for g in grads:
         g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))  # (S, 1, ..., 1) broadcast over each member's tensor
 

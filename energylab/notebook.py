@@ -62,6 +62,7 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1, profil
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     torch.set_float32_matmul_precision("highest")
     portable.configure_torch()  # in the book's pinned runs: no oneDNN, whose kernels depend on the processor
+    portable.perturb_if_asked()  # the emulated pass: approximate vector math moved by one ulp
     if _torch_at_least(2, 14):  # the pinned torch (2.13) neither warns nor pays for the import here
         try:
             import_quietly(*_TORCH_SCRIPTS_ITSELF)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from energylab import baselines as bl
+from energylab import portable
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import EpochOrder
 from energylab.experiments.attractor_claims import claims, decide_table, margins  # noqa: F401 (one home)
@@ -294,7 +295,7 @@ def attractor_statistics(pred: torch.Tensor, target: torch.Tensor, mask: torch.T
     def spread(x):
         m = (x * w).sum(0) / count.clamp(min=1)  # (N, a)
         var = (((x - m) ** 2) * w).sum(0) / (count - 1).clamp(min=1)  # unbiased, over the digits masked there
-        return float(var[keep].sqrt().mean())
+        return float(portable.exact_sqrt(var[keep]).mean())  # printed: the same digits on every processor
 
     return {"to_mean_digit": float(check), "spread": spread(pred), "true_spread": spread(target)}
 

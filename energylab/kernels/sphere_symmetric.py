@@ -51,6 +51,18 @@ CHUNK = 1024  # columns j per pass, so that their a, v and sums (40 KB in d = 3,
 ROWS = 8  # rows i per pass over the columns j: token j's sums are read and written once per ROWS rows (4: 20% slower)
 SYMMETRY_TOL = 64  # A_h counts as symmetric when |A - Aᵀ| <= SYMMETRY_TOL · eps(dtype) · max|A| (rounding of QᵀK)
 FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-fopenmp-simd", "-shared", "-fPIC")
+# In a pinned process (energylab.portable: the book's committed outputs) the same code must give the same bits on
+# every x86-64 processor: -march=native would pick the vector width (so the order of the SIMD sums) and FMA
+# contraction by processor. The x86-64 baseline (SSE2, 128-bit vectors, no FMA) runs identically everywhere.
+PINNED_FLAGS = ("-O3", "-march=x86-64", "-mtune=generic", "-ffp-contract=off", "-fno-math-errno",
+                "-fopenmp-simd", "-shared", "-fPIC")
+
+
+def flags() -> tuple[str, ...]:
+    """The compiler flags of this process: :data:`PINNED_FLAGS` under the book's pins, else :data:`FLAGS`."""
+    from energylab import portable
+
+    return FLAGS if portable.unpinned() else PINNED_FLAGS
 
 # per dtype: C type, integer type of its bits, mantissa bits, exponent bias, degree of the polynomial of 2^f, and
 # the base-2 exponents below which the unshifted (USA) exponential returns 0 (at most a smallest normal lost) and
@@ -257,7 +269,7 @@ def library(d: int, dtype: torch.dtype) -> ctypes.CDLL:
         src, lib = os.path.join(tmp, "flow.c"), os.path.join(tmp, "flow.so")
         with open(src, "w", encoding="utf-8") as f:
             f.write(c_source(d, dtype))
-        done = subprocess.run([cc, *FLAGS, src, "-o", lib, "-lm"], capture_output=True, text=True)
+        done = subprocess.run([cc, *flags(), src, "-o", lib, "-lm"], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{cc} failed: {done.stderr.strip()[:500]}")
         loaded = ctypes.CDLL(lib)  # loaded: the file may go
@@ -297,4 +309,5 @@ def stepper(x0: torch.Tensor, A: torch.Tensor, V: torch.Tensor, Q: torch.Tensor,
     return one_step
 
 
-__all__ = ["ROWS", "SYMMETRY_TOL", "symmetric_scores", "c_source", "compiler", "library", "stepper"]
+__all__ = ["ROWS", "SYMMETRY_TOL", "FLAGS", "PINNED_FLAGS", "flags", "symmetric_scores", "c_source", "compiler",
+           "library", "stepper"]

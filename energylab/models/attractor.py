@@ -35,6 +35,7 @@ from torch import nn
 
 from energylab._checks import check_int, check_positive, check_tensor
 from energylab.forms.local import local_energies
+from energylab.portable import exact_sqrt
 from energylab.sphere import normalize
 
 
@@ -99,7 +100,7 @@ class BareSelfAttention(nn.Module):
         self.register_buffer("off_diagonal", off)
         J = (2 * torch.rand(n, n, d, d, generator=generator) - 1) * half * off  # U(-half, half), J_ii = 0
         self.J = nn.Parameter(J)
-        self.register_buffer("j_rms", J.pow(2).mean().sqrt())  # the norm that fix_norm_ restores
+        self.register_buffer("j_rms", exact_sqrt(J.pow(2).mean()))  # the norm that fix_norm_ restores
 
     @property
     def n_couplings(self) -> int:
@@ -135,7 +136,7 @@ class BareSelfAttention(nn.Module):
     def fix_norm_(self) -> None:
         """Rescale J to its initial RMS and re-zero J_ii (app. V-B "the L2 norm of the matrix is kept fixed")."""
         self.J.mul_(self.off_diagonal)
-        self.J.mul_(self.j_rms / self.J.pow(2).mean().sqrt().clamp(min=1e-30))
+        self.J.mul_(self.j_rms / exact_sqrt(self.J.pow(2).mean()).clamp(min=1e-30))  # IEEE sqrt: processor-free
 
     def field(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
         """h_i = -de_i/dx_i at lambda (default lam_test): (B, N, d) -> (B, N, d).

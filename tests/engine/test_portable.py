@@ -120,3 +120,106 @@ def test_configure_torch_switches_off_onednn_only_when_pinned():
     env = {k: v for k, v in __import__("os").environ.items() if k != "ATEN_CPU_CAPABILITY"}
     free = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert free.stdout.split() == ["False", "True"]
+
+
+# ------------------------------------------------------------------ approximate vector math (issue 46)
+
+def test_exact_sqrt_is_correctly_rounded_in_float32():
+    import torch
+
+    x = torch.rand(100_000, generator=torch.Generator().manual_seed(0)) * 10 + 1e-3
+    rounded = torch.sqrt(x.double()).float()  # float64's sqrt is IEEE's: rounding it once is exact for float32
+    assert torch.equal(portable.exact_sqrt(x), rounded)
+    assert portable.exact_sqrt(x).dtype == torch.float32
+    x64 = x.double().requires_grad_(True)
+    portable.exact_sqrt(x64).sum().backward()
+    assert torch.allclose(x64.grad, 0.5 / x64.detach().sqrt(), rtol=0, atol=0)
+
+
+def test_perturbing_mode_moves_approximate_math_by_one_ulp_and_nothing_else():
+    import torch
+
+    x = torch.rand(1000, generator=torch.Generator().manual_seed(1)) + 0.5
+    plain = {"sqrt": x.sqrt(), "pow": x.pow(0.5), "tan": x.tan(), "exp": x.exp(), "rsqrt": x.rsqrt(),
+             "exact": portable.exact_sqrt(x), "sqrt64": x.double().sqrt()}
+    with portable.approximate_math_mode("perturb"):
+        moved = {"sqrt": x.sqrt(), "pow": x.pow(0.5), "tan": x.tan(), "exp": x.exp(), "rsqrt": x.rsqrt(),
+                 "exact": portable.exact_sqrt(x), "sqrt64": x.double().sqrt()}
+        inplace = x.clone().sqrt_()
+        foreach = torch._foreach_sqrt([x, x + 1])
+    up = lambda t: torch.nextafter(t, torch.full_like(t, float("inf")))  # noqa: E731
+    for name in ("sqrt", "pow", "tan"):
+        assert torch.equal(moved[name], up(plain[name])), name
+    assert torch.equal(inplace, up(plain["sqrt"])) and torch.equal(foreach[0], up(plain["sqrt"]))
+    for name in ("exp", "rsqrt", "exact", "sqrt64"):  # not approximate math: untouched
+        assert torch.equal(moved[name], plain[name]), name
+
+
+def test_emulated_pass_perturbs_and_setup_notebook_enters_the_mode():
+    assert portable.EMULATED_OTHER_PROCESSOR[portable.PERTURB_VARIABLE] == "1"
+    assert portable.PERTURB_VARIABLE not in portable.PINNED_ENV  # the native pass runs the real kernels
+    code = ("import torch, energylab; energylab.setup_notebook(0, 'cpu'); x = torch.tensor([2.0]); "
+            "print(bool(x.sqrt() == torch.sqrt(x.double()).float()))")
+    env = {**__import__("os").environ, portable.PERTURB_VARIABLE: "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    assert out.stdout.split()[-1] == "False"  # moved by one ulp in the kernel of the emulated pass
+    env[portable.PERTURB_VARIABLE] = "0"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    assert out.stdout.split()[-1] == "True"
+
+
+def _training_calls():
+    """The approximate-math calls of one short run of each training path the book pins: AdamW with gradient
+    clipping, the vmapped ensemble with per-member clipping, the attractor net's norm fix, a looped Sudoku model."""
+    import torch
+
+    from energylab.ensemble import train_ensemble
+    from energylab.experiments import sudoku
+    from energylab.models.attractor import AttractorConfig, BareSelfAttention
+    from energylab.train import TrainConfig, train
+
+    def make(seed=0):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+    X, Y = torch.randn(16, 4), torch.randn(16, 1)
+    loss = lambda m, b: (((m(b[0]) - b[1]) ** 2).mean(), {})  # noqa: E731
+    cfg = TrainConfig(steps=2, lr=1e-2, grad_clip=0.5, progress=False, device="cpu")
+    with portable.approximate_math_mode("record") as mode:
+        train(make(), loss, lambda step: (X, Y), cfg)
+        train_ensemble(make, loss, lambda step, seed: (X, Y), cfg, [0, 1])
+        net = BareSelfAttention(AttractorConfig())
+        net.fix_norm_()
+        looped = sudoku.make_model(sudoku.Config(dim=16, heads=2, iterations=2, layer="hyperset"))
+        tokens = torch.randint(0, 5, (3, 16))
+        opt = torch.optim.AdamW(looped.parameters(), fused=True)
+        looped(tokens).sum().backward()
+        opt.step()
+    return mode.calls
+
+
+def test_pinned_training_paths_call_no_approximate_math():
+    assert _training_calls() == []
+
+
+def test_the_recorder_sees_the_default_adamw_sqrt():
+    # the check above can fail: torch's default AdamW (before the fix: make_optimizer's) calls VML's sqrt
+    import torch
+
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    with portable.approximate_math_mode("record") as mode:
+        model(torch.randn(4, 3)).sum().backward()
+        opt.step()
+    assert "sqrt" in mode.calls
+
+
+def test_the_c_sphere_kernel_is_built_for_the_x86_64_baseline_in_pinned_processes():
+    from energylab.kernels import sphere_symmetric as ss
+
+    assert ss.flags() == ss.PINNED_FLAGS  # this test process is pinned (conftest.py)
+    assert "-march=native" not in ss.PINNED_FLAGS and "-ffp-contract=off" in ss.PINNED_FLAGS
+    code = "from energylab.kernels import sphere_symmetric as ss; print(ss.flags() == ss.FLAGS)"
+    env = {k: v for k, v in __import__("os").environ.items() if k not in portable.PINNED_ENV}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
+    assert out.stdout.strip() == "True"  # a reader's process keeps -march=native
