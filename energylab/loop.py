@@ -64,12 +64,30 @@ def lr_multiplier(config: TrainConfig, total: int) -> Callable[[int], float]:
 # ------------------------------------------------------------------ bookkeeping shared with energylab.ensemble
 
 
+class NonFinite(FloatingPointError):
+    """Raised inside a step whose gradients (or whose updated parameters) are not finite; the loop turns it into a
+    :class:`TrainingDiverged` before anything is logged or written."""
+
+
+def non_finite(tensors) -> bool:
+    """Whether any of the floating tensors holds a NaN or an infinity (one reduction and one sync for all)."""
+    tensors = [t for t in tensors if t is not None and t.is_floating_point()]
+    if not tensors:
+        return False
+    return not bool(torch.stack([t.detach().isfinite().all() for t in tensors]).all())
+
+
 def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, config: TrainConfig, factor: float,
                    clip: Callable[[float], Any]) -> None:
-    """One optimiser step on ``loss``: backward, ``clip(config.grad_clip)`` when clipping is on, the learning rate
-    ``config.lr * factor`` (``factor`` from :func:`lr_multiplier`), ``optimizer.step()``."""
+    """One optimiser step on ``loss``: backward, a check that every gradient is finite (:class:`NonFinite`
+    otherwise: a finite loss can still have NaN gradients, e.g. NaN data behind a masked loss), ``clip(
+    config.grad_clip)`` when clipping is on, the learning rate ``config.lr * factor`` (``factor`` from
+    :func:`lr_multiplier`), ``optimizer.step()``."""
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    if non_finite(p.grad for p in params):
+        raise NonFinite("a gradient is NaN or infinite (the loss was finite)")
     if config.grad_clip is not None:
         clip(config.grad_clip)
     for group in optimizer.param_groups:
@@ -110,6 +128,21 @@ def progress_bar(enabled: bool, total: int, start: int):
 
     return tqdm(total=total, initial=start, disable=not enabled, desc="train", dynamic_ncols=True,
                 mininterval=0.5)
+
+
+def _tensors(entry):
+    """The tensors of a (nested) state dict."""
+    for value in entry.values():
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, dict):
+            yield from _tensors(value)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, dict):
+                    yield from _tensors(item)
+                elif isinstance(item, torch.Tensor):
+                    yield item
 
 
 @dataclass
@@ -156,7 +189,10 @@ def training_loop(members: Members, config: TrainConfig, total: int, start: int,
         why = members.diverged(step, values)
         if why is not None:
             raise diverged(why, step, out_dir, saved)
-        members.update(loss, schedule(step), step)
+        try:
+            members.update(loss, schedule(step), step)
+        except NonFinite as err:  # nothing logged or saved for this step: the last checkpoint stays the good one
+            raise diverged(str(err), step, out_dir, saved) from None
 
         done = step + 1
         for history, window, value, metrics in zip(histories, windows, values, members.numbers(raw)):
@@ -164,9 +200,12 @@ def training_loop(members: Members, config: TrainConfig, total: int, start: int,
         if eval_fn is not None and due(config.eval_every, done, total):
             log_eval(done)
         if out_dir is not None and due(config.checkpoint_every, done, total):
+            state = members.state()
+            if non_finite(t for entry in state.values() if isinstance(entry, dict) for t in _tensors(entry)):
+                raise diverged("a parameter or optimiser state is NaN or infinite", step, out_dir, saved)
             tracked = ({"history": histories[0].to_dict(), "window": dict(windows[0])} if single else
                        {"histories": [h.to_dict() for h in histories], "windows": [dict(w) for w in windows]})
-            save_checkpoint(out_dir, {"step": done, **members.state(), **tracked, "rng": get_rng_state(),
+            save_checkpoint(out_dir, {"step": done, **state, **tracked, "rng": get_rng_state(),
                                       "identity": identity})
             saved = done
         bar.update(1)

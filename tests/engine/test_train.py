@@ -303,3 +303,56 @@ def test_unsupported_devices_are_refused_before_anything_is_created(tmp_path, de
     with pytest.raises(ValueError, match=f"device='{device}'"):
         train(make_model(), loss_fn, batches, TrainConfig(device=device, progress=False), out_dir=str(tmp_path / "o"))
     assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------- NaN gradients behind a finite loss (issue 47)
+
+def _masked_nan_case():
+    """A loss that is finite while its gradient is NaN: the NaN input sits behind torch.where's mask."""
+    import torch
+
+    model = torch.nn.Linear(2, 1)
+    good = torch.ones(4, 2)
+    bad = good.clone()
+    bad[0, 0] = float("nan")
+
+    def loss_fn(m, batch):
+        out = m(batch).squeeze(-1)
+        return torch.where(torch.isfinite(out), out, torch.zeros_like(out)).pow(2).mean(), {}
+
+    return model, loss_fn, lambda step: good if step < 3 else bad
+
+
+def test_a_nan_gradient_behind_a_finite_loss_stops_before_the_checkpoint_is_overwritten(tmp_path):
+    import torch
+
+    from energylab.runs import CHECKPOINT
+    from energylab.train import TrainConfig, TrainingDiverged, train
+
+    model, loss_fn, batches = _masked_nan_case()
+    loss, _ = loss_fn(model, batches(3))
+    loss.backward()
+    assert torch.isfinite(loss) and not torch.isfinite(model.weight.grad).all()  # the case is what it claims
+    cfg = TrainConfig(steps=6, lr=0.1, checkpoint_every=1, progress=False, device="cpu")
+    with pytest.raises(TrainingDiverged, match=r"gradient is NaN.*step 3\)") as err:
+        train(model, loss_fn, batches, cfg, out_dir=str(tmp_path))
+    assert err.value.step == 3
+    saved = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    assert saved["step"] == 3 and all(torch.isfinite(t).all() for t in saved["model"].values())
+    assert torch.isfinite(model.weight).all()  # the bad step changed nothing
+
+
+def test_the_ensemble_stops_on_a_nan_gradient_too(tmp_path):
+    import torch
+
+    from energylab.ensemble import train_ensemble
+    from energylab.runs import CHECKPOINT
+    from energylab.train import TrainConfig, TrainingDiverged
+
+    _, loss_fn, batches = _masked_nan_case()
+    cfg = TrainConfig(steps=6, lr=0.1, checkpoint_every=1, progress=False, device="cpu")
+    with pytest.raises(TrainingDiverged, match="gradient is NaN"):
+        train_ensemble(lambda s: torch.nn.Linear(2, 1), loss_fn, lambda step, seed: batches(step), cfg, [0, 1],
+                       out_dir=str(tmp_path))
+    saved = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    assert saved["step"] == 3 and all(torch.isfinite(t).all() for t in saved["params"].values())
