@@ -47,7 +47,8 @@ def attention_maps(maps: dict[str, torch.Tensor], title: str, floor: float = 1e-
     """Side-by-side heatmaps of log10 attention weights a_mk (rows m = query position, columns k)."""
     fig = make_subplots(rows=1, cols=len(maps), subplot_titles=list(maps))
     for i, a in enumerate(maps.values(), start=1):
-        fig.add_trace(go.Heatmap(z=torch.log10(a.clamp_min(floor)).tolist(), coloraxis="coloraxis"), row=1, col=i)
+        z = torch.log10(a.double().clamp_min(floor))  # float64: float32 log10 is processor-dependent (portable)
+        fig.add_trace(go.Heatmap(z=z.tolist(), coloraxis="coloraxis"), row=1, col=i)
         fig.update_yaxes(autorange="reversed", row=1, col=i)
     fig.update_layout(title=title, height=380, coloraxis={"colorscale": "Viridis", "colorbar": {"title": "log10 a"}})
     return fig
