@@ -10,9 +10,13 @@ baseline has learnt nothing the scoring can see.
 - Classification and next-token tasks (chapters 4 and 5): :func:`constant_accuracy`, the share of test targets
   equal to the most frequent training target (the best constant predictor); :func:`constant_row_accuracy` the
   same for whole rows (a trace that is right only if every token is).
-- Sudoku (chapters 8 and 9): :func:`sudoku_baseline` writes into each blank the digit most frequent at that cell in
-  a reference set of solutions among those the clues' row, column and box leave open. It reads the clues (the only
-  thing a solver is told) but never reasons past one elimination.
+- Sudoku (chapters 8 and 9), three rungs: :func:`sudoku_blind_vote` writes into each blank the digit most frequent
+  at that cell in a reference set of solutions, whatever the clues (truly input-blind: it solves no board);
+  :func:`sudoku_baseline` (one elimination) does the same among the digits the clues' row, column and box leave
+  open, so it reads the clues but never reasons past one elimination; :func:`sudoku_propagation` is the strongest
+  no-learning baseline that reads the input without search: constraint propagation (naked and hidden singles)
+  until nothing changes. Most generated 4×4 and 6×6 boards, and many 9×9 ones, need no search at all, so a looped
+  layer that solves them has learnt propagation; only boards propagation leaves open test more.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import torch
 from energylab._checks import check_tensor
 from energylab.tasks.images import masked_mse
 from energylab.tasks.sudoku import SudokuDataset, sudoku_accuracy
-from energylab.tasks.sudoku_solver import SHAPES
+from energylab.tasks.sudoku_solver import SHAPES, geometry
 
 
 def mean_image_prediction(train: torch.Tensor, batch: int) -> torch.Tensor:
@@ -154,5 +158,56 @@ def sudoku_baseline(dataset: SudokuDataset, reference: SudokuDataset | None = No
     return sudoku_accuracy(torch.from_numpy(pred), dataset.target, dataset.mask)
 
 
+def sudoku_blind_vote(dataset: SudokuDataset, reference: SudokuDataset) -> dict[str, float]:
+    """Board and cell accuracy on the blanks of ``dataset`` of writing into each blank the digit most frequent at
+    that cell among ``reference``'s solutions (ties: the smallest digit), ignoring every clue: the input-blind
+    baseline (a valid board needs every digit once per row, so it solves none)."""
+    for name, d in (("dataset", dataset), ("reference", reference)):
+        if not isinstance(d, SudokuDataset):
+            raise TypeError(f"{name} must be an energylab.tasks.sudoku.SudokuDataset, got {type(d).__name__}")
+    if reference.size != dataset.size:
+        raise ValueError(f"reference must have {dataset.size}x{dataset.size} boards, got {reference.size}")
+    s = dataset.size
+    freq = np.stack([(reference.solutions == k + 1).sum(0) for k in range(s)], -1)  # (s, s, s)
+    pred = np.broadcast_to(freq.argmax(-1).reshape(1, s * s), (len(dataset), s * s))
+    return sudoku_accuracy(torch.from_numpy(np.ascontiguousarray(pred)), dataset.target, dataset.mask)
+
+
+def propagate_boards(puzzles: np.ndarray) -> np.ndarray:
+    """Each board after constraint propagation alone: naked singles (a cell with one candidate places it) and
+    hidden singles (a digit with one place in a row, column or box goes there), repeated until nothing changes,
+    with no guess and no search. puzzles: (n, s, s) ints, 0 = blank. Returns (n, s, s): every cell propagation
+    decides holds its digit, the others 0 (and a board whose clues contradict themselves comes back unchanged)."""
+    p = np.asarray(puzzles)
+    if p.ndim != 3 or p.shape[1] != p.shape[2] or p.shape[1] not in SHAPES:
+        raise ValueError(f"puzzles must have shape (n, s, s) with s in {sorted(SHAPES)}, got {p.shape}")
+    if p.size and (p.min() < 0 or p.max() > p.shape[1]):
+        raise ValueError(f"puzzles must hold 0..{p.shape[1]} (0 = blank), got [{p.min()}, {p.max()}]")
+    s = p.shape[1]
+    geo = geometry(s)
+    out = np.zeros_like(p, dtype=np.int64)
+    for b, board in enumerate(p.reshape(len(p), s * s).tolist()):
+        cand = geo.masks(board)
+        if all(cand) and geo.propagate(cand, [i for i, m in enumerate(cand) if not m & (m - 1)]):
+            out[b] = np.array([geo.digit.get(m, 0) for m in cand]).reshape(s, s)
+        else:
+            out[b] = p[b]
+    return out
+
+
+def sudoku_propagation(dataset: SudokuDataset) -> dict[str, float]:
+    """Board and cell accuracy on the blanks of ``dataset`` of :func:`propagate_boards` (an undecided cell counts
+    as wrong), and ``decided``: the share of boards propagation completes. No learning, no search: the strongest
+    baseline of the book's Sudoku tables that reads only the input."""
+    if not isinstance(dataset, SudokuDataset):
+        raise TypeError(f"dataset must be an energylab.tasks.sudoku.SudokuDataset, got {type(dataset).__name__}")
+    filled = propagate_boards(dataset.puzzles)
+    s = dataset.size
+    pred = torch.from_numpy(filled.reshape(len(dataset), s * s) - 1)  # digit d -> class d - 1; undecided -> -1
+    scores = sudoku_accuracy(pred, dataset.target, dataset.mask)
+    return {**scores, "decided": float((filled > 0).all((1, 2)).mean()) if len(dataset) else 0.0}
+
+
 __all__ = ["mean_image_prediction", "class_mean_prediction", "image_baselines", "constant_accuracy",
-           "constant_row_accuracy", "sudoku_candidates", "sudoku_baseline"]
+           "constant_row_accuracy", "sudoku_candidates", "sudoku_baseline", "sudoku_blind_vote",
+           "propagate_boards", "sudoku_propagation"]

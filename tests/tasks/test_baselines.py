@@ -82,3 +82,53 @@ def test_bad_image_input_names_the_argument():
         bl.mean_image_prediction(torch.zeros(2, 3), 0)
     with pytest.raises(ValueError, match="never occur"):
         bl.class_mean_prediction(torch.zeros(2, 3), torch.tensor([0, 0]), torch.tensor([1]))
+
+
+# ------------------------------------------------------- Sudoku: the three no-learning rungs (issue 49)
+
+def _boards():
+    from energylab.tasks.sudoku import SudokuDataset
+    from energylab.tasks.sudoku_solver import solve
+
+    # one board that naked singles alone finish, one classic 9x9 that propagation cannot finish (it needs search)
+    easy = np.array([[5, 3, 0, 0, 7, 0, 0, 0, 0], [6, 0, 0, 1, 9, 5, 0, 0, 0], [0, 9, 8, 0, 0, 0, 0, 6, 0],
+                     [8, 0, 0, 0, 6, 0, 0, 0, 3], [4, 0, 0, 8, 0, 3, 0, 0, 1], [7, 0, 0, 0, 2, 0, 0, 0, 6],
+                     [0, 6, 0, 0, 0, 0, 2, 8, 0], [0, 0, 0, 4, 1, 9, 0, 0, 5], [0, 0, 0, 0, 8, 0, 0, 7, 9]])
+    hard = np.array([[8, 0, 0, 0, 0, 0, 0, 0, 0], [0, 0, 3, 6, 0, 0, 0, 0, 0], [0, 7, 0, 0, 9, 0, 2, 0, 0],
+                     [0, 5, 0, 0, 0, 7, 0, 0, 0], [0, 0, 0, 0, 4, 5, 7, 0, 0], [0, 0, 0, 1, 0, 0, 0, 3, 0],
+                     [0, 0, 1, 0, 0, 0, 0, 6, 8], [0, 0, 8, 5, 0, 0, 0, 1, 0], [0, 9, 0, 0, 0, 0, 4, 0, 0]])
+    puzzles = np.stack([easy, hard])
+    return SudokuDataset(puzzles, np.stack([solve(b) for b in puzzles]))
+
+
+def test_propagation_solves_what_singles_finish_and_leaves_the_rest_open():
+    data = _boards()
+    filled = bl.propagate_boards(data.puzzles)
+    assert np.array_equal(filled[0], data.solutions[0])  # the easy board: propagation alone completes it
+    open_cells = filled[1] == 0
+    assert open_cells.sum() == 60  # the hard board (Inkala's): no single anywhere, every blank stays open
+    assert np.all((filled[1] == data.solutions[1]) | open_cells)  # and what it decides is right
+    scores = bl.sudoku_propagation(data)
+    assert scores["board"] == 0.5 and scores["decided"] == 0.5
+    assert scores["cell"] == pytest.approx(51 / 111, abs=1e-12)  # the easy board's 51 blanks of 51 + 60
+
+
+def test_the_blind_vote_solves_nothing_and_the_rungs_are_ordered_on_generated_boards(tmp_path):
+    from energylab.tasks import sudoku as tasks
+
+    cfg = tasks.SudokuSetConfig(givens=(12, 16), size=6, n_train=60, n_test=60)
+    train, test = tasks.sudoku_dataset(cfg, "train", cache_dir=tmp_path), tasks.sudoku_dataset(cfg, "test",
+                                                                                             cache_dir=tmp_path)
+    blind, one, prop = bl.sudoku_blind_vote(test, train), bl.sudoku_baseline(test, train), bl.sudoku_propagation(test)
+    assert blind["board"] == 0.0
+    assert blind["cell"] < one["cell"] < prop["cell"] and one["board"] <= prop["board"]
+    assert prop["board"] > 0.9  # generated 6x6 boards rarely need search
+
+
+def test_propagation_refuses_bad_boards():
+    with pytest.raises(ValueError, match="shape"):
+        bl.propagate_boards(np.zeros((2, 5, 5), dtype=int))
+    with pytest.raises(ValueError, match="0..4"):
+        bl.propagate_boards(np.full((1, 4, 4), 7))
+    with pytest.raises(TypeError, match="SudokuDataset"):
+        bl.sudoku_propagation(np.zeros((1, 4, 4)))
