@@ -362,7 +362,9 @@ def flex_or_none(q, k, v, causal: bool, scale: float):
         return flex_expressive_attention(q, k, v, causal, scale)
     except Exception as err:  # noqa: BLE001 - any build failure: the tiled kernel computes the same weights
         _FLEX_FAILED.append(f"{type(err).__name__}: {err}")
-        kernels.fall_back("flex-expressive", f"it could not be built ({_FLEX_FAILED[0]})")  # the GPU's reference path
+        # on the CPU the tiled kernel runs instead, on a GPU the reference path (kernels.tiled)
+        kernels.fall_back("flex-expressive", f"it could not be built ({_FLEX_FAILED[0]})",
+                          instead="tiled-expressive" if kernels.tiled(q) else None)
         return None
 
 

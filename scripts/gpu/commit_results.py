@@ -4,7 +4,7 @@
 
 DIR1/DIR2: the unpacked ``gpu.tgz`` of the two calls of 2026-11-27 (call 1 at commit 9d9336e, before the CUDA
 fixes; call 2 at a3bb3af, after them). Writes results/bench/attention-cuda.json (call 2) and
-attention-cuda-tiled.json (call 1: the tiled CPU kernels still ran on CUDA), results/gpu/cuda-check.json (every
+attention-cuda-tiled.json (call 1: the tiled CPU kernels still ran on CUDA), results/bench/cuda-check.json (every
 chapter and quick profile on CUDA, both calls), results/sudoku/gpu-9x9-d256.json and results/lis/gpu-l10-d64.json.
 """
 from __future__ import annotations
@@ -19,8 +19,8 @@ sys.path.insert(0, str(ROOT))
 
 from energylab.results import Results, write_json  # noqa: E402
 
-CALLS = {1: {"commit": "9d9336e", "script": "scripts/gpu/lease.sh"},
-         2: {"commit": "a3bb3af", "script": "scripts/gpu/lease2.sh"}}
+CALLS = {1: {"commit": "9d9336efefbaa45516582c208a406c8303a37a4d", "script": "scripts/gpu/lease.sh"},
+         2: {"commit": "a3bb3afaccd35f61f7d0481feac837880b223f76", "script": "scripts/gpu/lease2.sh"}}
 
 
 def provenance(call: int, record: dict, command: str, seconds) -> dict:
@@ -28,7 +28,8 @@ def provenance(call: int, record: dict, command: str, seconds) -> dict:
     gpu = machine.get("gpu") or "NVIDIA H200"
     return {"machine": {"accelerator": f"{gpu} (torch {machine.get('torch', '?')})", "gpu": gpu,
                         "torch": machine.get("torch"), "python": machine.get("python"), "cuda": machine.get("cuda"),
-                        "cpu_cores": 16, "lease": "device tool, one H200, 2026-11-27"},
+                        "processor": "x86-64 host of the GPU, 16 cores", "cpu_cores": 16,
+                        "lease": "device tool, one H200, 2026-11-27"},
             "commit": CALLS[call]["commit"], "dirty": False, "numerics": "CUDA (not pinned)",
             "date": record.get("started", "2026-11-27").replace(" UTC", "+00:00").replace(" ", "T"),
             "command": f"bash {CALLS[call]['script']}  # {command}", "seconds": seconds}
@@ -66,9 +67,9 @@ def main(argv=None) -> int:
                          "error": (row.get("error") or "").strip().splitlines()[-1:] and
                          (row.get("error") or "").strip().splitlines()[-1][-300:]})
     rec1 = read(d1 / "c56" / "cuda_check.json")
-    save(Results("cuda-check", {"device": "cuda", "profile": "quick"}, tables={"items": rows}),
+    save(Results("bench", {"section": "cuda-check", "device": "cuda", "profile": "quick"}, tables={"items": rows}),
          provenance(1, rec1, "python scripts/gpu/cuda_check.py --parts experiments,chapters", None),
-         "results/gpu/cuda-check.json")
+         "results/bench/cuda-check.json")
     rec = read(d1 / "s57" / "sudoku9.json")
     merged = Results("sudoku", {"layers": list(rec["results"]), "steps": rec["steps"], "epochs": rec["epochs"],
                                 **{k: v for k, v in rec["results"]["transformer"]["config"].items() if k != "layer"}})

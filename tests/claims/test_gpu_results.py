@@ -4,7 +4,7 @@ from energylab.committed import load_committed
 
 
 def _items():
-    results, provenance = load_committed("gpu", "cuda-check")
+    results, provenance = load_committed("bench", "cuda-check")
     assert "H200" in provenance["machine"]["gpu"]
     latest = {}
     for row in results.tables["items"]:  # the later call's row replaces the earlier one
@@ -26,7 +26,7 @@ def test_every_quick_profile_ran_on_cuda_but_forms_which_did_not_finish_in_its_w
 
 
 def test_the_first_call_found_the_two_cuda_failures_the_second_call_fixed():
-    results, _ = load_committed("gpu", "cuda-check")
+    results, _ = load_committed("bench", "cuda-check")
     failed = {(r["kind"], r["item"]) for r in results.tables["items"] if r["call"] == 1 and r["status"] == "fail"}
     assert failed == {("chapter", "04_newton_attention"), ("experiment", "lis")}
     assert all("LSE is not correctly aligned" in r["error"] for r in results.tables["items"]

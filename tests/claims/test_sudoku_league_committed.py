@@ -93,3 +93,59 @@ def test_sudoku_league_replays_its_first_50_steps_for_every_layer(league):
         want = results.histories[f"{layer}/seed0"]
         assert cfg.warmup_steps >= 50 and got.steps["loss"] == want.steps["loss"][:1] == [50]
         assert abs(got.curves["loss"][0] - want.curves["loss"][0]) <= 1e-4, layer
+
+
+def test_no_model_of_the_league_beats_propagation_without_search(league):
+    """Chapter 8, "What a solver that learns nothing gives": every layer, every seed, every set and test T is below
+    what propagation alone solves, and propagation solves nearly every 6x6 board (the 4x4 sets: the quick profile)."""
+    results, _ = league
+    base = sudoku_claims.run_rungs(results.config)
+    seeds = {(r["set"], r["iterations"], r["layer"], r["seed"]): r["board"] for r in results.tables["test_time"]}
+    assert sudoku_claims.below_propagation({(s, t): v for (s, t, _, _), v in seeds.items()}, base)
+    assert all(base[s]["propagation"]["board"] > 0.95 for s in base)
+    assert all(base[s]["blind"]["board"] == 0.0 and base[s]["one elimination"]["board"] < 0.01 for s in base)
+    quick = sudoku.PROFILES["quick"]
+    small = sudoku_claims.run_rungs(dataclasses.asdict(quick))
+    assert all(small[s]["propagation"]["board"] > 0.95 for s in quick.test_sets)
+
+
+def test_the_gpu_run_at_9x9_is_below_propagation_too():
+    results, provenance = load_committed("sudoku", "gpu-9x9-d256")
+    assert "H200" in provenance["machine"]["gpu"]
+    base = sudoku_claims.run_rungs(results.config)
+    boards = {(r["set"], r["iterations"]): r["board"] for r in results.tables["test_time"]}
+    assert sudoku_claims.below_propagation(boards, base)
+
+
+def test_chapter_9_states_the_givens_of_its_4x4_sets_as_the_generator_draws_them():
+    import json
+    import pathlib
+
+    from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS
+
+    nb = json.loads((pathlib.Path(__file__).parents[2] / "notebooks" / "09_jacobians.ipynb").read_text())
+    text = " ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    (a, b), (c, d) = ID_GIVENS[4], OOD_GIVENS[4]
+    assert f"The ID set has {a}–{b} givens and the OOD set {c}–{d}" in " ".join(text.split())
+    from energylab.experiments import recurrent
+
+    assert recurrent.PROFILES["quick"].size == 4 and recurrent.PROFILES["quick"].test_sets == ("4x4-id", "4x4-ood")
+
+
+def _markdown(chapter: str) -> str:
+    import json
+    import pathlib
+
+    nb = json.loads((pathlib.Path(__file__).parents[2] / "notebooks" / chapter).read_text())
+    return " ".join(" ".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown").split())
+
+
+def test_chapter_8_states_the_quick_profile_and_the_medium_run_time_as_they_are():
+    quick = sudoku.PROFILES["quick"]
+    steps = quick.epochs * (quick.n_train // quick.batch_size)
+    text = _markdown("08_hyperset.ipynb")
+    row = f"4×4 generated boards, {quick.n_train:,d} train, $d={quick.dim}$, $T={quick.iterations}$, {steps:,d} steps"
+    assert row in text
+    _, provenance = load_committed("hyperset", "medium")
+    minutes = round(provenance["seconds"] / 60)
+    assert f"The 33 models took about {minutes} minutes of one CPU core" in text
