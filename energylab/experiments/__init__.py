@@ -61,14 +61,15 @@ AT_LEAST_ONE = {
     "alternating": ("n_train", "n_test", "n_tokens", "dim", "n_classes", "epochs"),
     "nt": ("seeds", "n_batch", "n_eval_series", "n_eval_predict", "n_final_series"),
     "lis": ("lengths", "dims", "n_train", "n_test", "epochs", "batch_size", "layers", "heads"),
-    "attractor": ("image_size", "patch", "dim", "n_train", "n_eval", "epochs", "batch_size", "iterations"),
+    "attractor": ("image_size", "patch", "dim", "n_train", "n_eval", "epochs", "batch_size", "iterations",
+                  "long_iterations", "n_long", "baseline_steps", "baseline_batch"),
     "hopfield": ("n_patterns", "n_queries", "patch", "steps"),
     "hyperset": ("n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs", "batch_size"),
     "sudoku": ("size", "n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs", "batch_size",
                "n_eval"),
     "recurrent": ("size", "n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs",
-                  "batch_size"),
-    "forms": ("size", "n_train", "n_test", "dim", "heads", "iterations", "steps", "batch_size"),
+                  "batch_size", "lyap_steps", "n_sweep"),
+    "forms": ("size", "n_train", "n_test", "dim", "heads", "iterations", "steps", "batch_size", "timing_steps"),
 }
 NOT_EMPTY = {
     "alternating": ("rates_W",), "nt": ("runs", "attentions"), "lis": ("variants", "seeds"), "hopfield": ("betas",),

@@ -257,6 +257,8 @@ def test_module_entry_point_runs():
     ("sudoku", "n_train=0", "n_train", "must be >= 1"), ("sudoku", "n_test=0", "n_test", "must be >= 1"),
     ("hopfield", "n_queries=0", "n_queries", "must be >= 1"), ("hopfield", "steps=0", "steps", "must be >= 1"),
     ("forms", "steps=0", "steps", "must be >= 1"), ("nt", "n_final_series=0", "n_final_series", "must be >= 1"),
+    ("forms", "timing_steps=0", "timing_steps", "must be >= 1"),
+    ("recurrent", "lyap_steps=0", "lyap_steps", "must be >= 1"),
     ("lis", "lengths=()", "lengths", "must hold at least one entry, each >= 1"),
     ("hopfield", "n_patterns=[10,0]", "n_patterns", "must hold at least one entry, each >= 1"),
     ("sudoku", "test_sets=[]", "test_sets", "must hold at least one entry")])
