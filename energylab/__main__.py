@@ -55,7 +55,9 @@ def _main(argv: list[str] | None) -> int:
     run.add_argument("experiment")
     run.add_argument("--profile", default="quick", help="one of the experiment's profiles, as `list` shows them "
                      "(quick: a laptop CPU; full: the paper's scale)")
-    run.add_argument("--device", default="auto", help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, ...")
+    run.add_argument("--device", default=None, help="auto (cuda > mps > cpu), cpu, cuda, cuda:1, ... (default: auto); "
+                     "--set device=... is the same setting and is honoured when --device is not given (both, "
+                     "naming different devices, are refused)")
     run.add_argument("--out", default=None, help="output folder (default: results/<experiment>-<profile>); "
                      "a fresh run refuses a folder that already holds a run")
     run.add_argument("--resume", action="store_true", help="continue the run in --out (same experiment, profile "
@@ -98,7 +100,7 @@ def _main(argv: list[str] | None) -> int:
         portable.configure_torch()  # pinned (a committed run): no oneDNN either; otherwise a no-op
         rank, world = init_distributed()
         overrides = dict(args.overrides)
-        overrides["device"] = args.device
+        overrides["device"] = _device(args.device, overrides.get("device"))
         started = time.perf_counter()
         if args.force and args.commit is None:
             raise ValueError("--force only applies to --commit")
@@ -107,6 +109,8 @@ def _main(argv: list[str] | None) -> int:
 
             # refuse before training, not after: a committed run took long to make
             check_not_committed(committed_path(args.experiment, args.commit or args.profile), args.force)
+            if args.resume:
+                _check_resumed_numerics(out)
             source = source_commit()  # the code this run starts from (the tree may change while it trains)
         results = experiments.run_experiment(args.experiment, args.profile, out_dir=out, resume=args.resume,
                                              **overrides)
@@ -148,6 +152,35 @@ def _pin_numerics(args) -> None:
                          f"pass --unpinned to commit a multi-threaded run")
     portable.pin_environment()
     args.threads = 1
+
+
+def _device(flag: str | None, overridden) -> object:
+    """The run's device: ``--device``, else ``--set device=...``, else auto; ValueError if the two disagree (one
+    of them would otherwise be dropped silently)."""
+    if flag is not None and overridden is not None and str(overridden) != flag:
+        raise ValueError(f"--device {flag} and --set device={overridden} disagree: give the device once")
+    return flag if flag is not None else ("auto" if overridden is None else overridden)
+
+
+def _check_resumed_numerics(out: str) -> None:
+    """``--resume --commit``: the committed provenance states this process's numerics (pinned or not, its thread
+    count), so every segment already trained in ``out`` must have run under the same ones (run.json records them)."""
+    import os
+
+    from energylab.runs import MANIFEST, process_numerics, read_json
+
+    path = os.path.join(out, MANIFEST)
+    if not os.path.exists(path):
+        return  # nothing trained yet: this run starts fresh under these numerics
+    recorded = read_json(path).get("numerics")
+    now = process_numerics()
+    if not isinstance(recorded, list) or not recorded or any(segment != now for segment in recorded):
+        was = "not recorded" if not isinstance(recorded, list) or not recorded else "; ".join(
+            f"{s.get('numerics')}, {s.get('torch_threads')} thread(s)" for s in recorded if isinstance(s, dict))
+        raise ValueError(f"--resume --commit: the run in {out} was trained under other numerics ({was}) than this "
+                         f"process's ({now['numerics']}, {now['torch_threads']} thread(s)), so its results cannot be "
+                         f"committed as made under them; commit a fresh run (--commit with a new --out), or resume "
+                         f"without --commit")
 
 
 LIST_WIDTH = 100  # a terminal's columns that `list` keeps to

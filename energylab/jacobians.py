@@ -28,7 +28,7 @@ from torch.func import jacrev, jvp, vjp, vmap
 from energylab._checks import check_dtype, check_int, check_positive, check_tensor, value_checks_off
 
 __all__ = ["step_jacobian", "jacobian_eigenvalues", "spectral_norm", "lyapunov_spectrum", "pseudo_energy",
-           "contribution_index"]
+           "contribution_index", "check_finite_matrix"]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -48,6 +48,15 @@ def _check_step(step, x, names: tuple[str, str] = ("step", "x")) -> torch.Tensor
         raise ValueError(f"{step_name} must return a tensor of the shape of {x_name} {tuple(x.shape)}, got {shown}")
     check_tensor(f"{step_name}({x_name})", y)  # a step that returns NaN or inf has no Jacobian to speak of
     return x
+
+
+def check_finite_matrix(name: str, A: torch.Tensor) -> torch.Tensor:
+    """A, if every entry is finite; else ValueError naming it. Checked before LAPACK's eigensolvers: a NaN matrix
+    crashed the process there (a segfault through MKL) and an infinite one hung it."""
+    if not bool(torch.isfinite(A).all()):
+        raise ValueError(f"{name} has NaN or infinite entries, so it has no eigenvalues to compute; every entry "
+                         f"must be finite")
+    return A
 
 
 def _flat(step, shape):
@@ -76,7 +85,7 @@ def jacobian_eigenvalues(step, x: torch.Tensor) -> torch.Tensor:
     direction (paper 003, Sec. 5.2: x ← x + Ωx has |λ| = √(1+ω²) > 1, normalisation brings it back to ≈ 1).
     """
     _check_step(step, x)
-    eig = torch.linalg.eigvals(_step_jacobian(step, x))
+    eig = torch.linalg.eigvals(check_finite_matrix("the Jacobian of step at x", _step_jacobian(step, x)))
     return eig[torch.argsort(eig.abs(), descending=True, stable=True)]
 
 
@@ -215,7 +224,7 @@ def contribution_index(drive, X: torch.Tensor, k: int = 1) -> torch.Tensor:
 
 
 def _contribution_index(drive, X, k):
-    J = _step_jacobian(drive, X)
+    J = check_finite_matrix("the Jacobian of drive at X", _step_jacobian(drive, X))
     vectors = torch.linalg.eigh((J + J.T) / 2).eigenvectors.flip(-1)  # columns by descending eigenvalue
     c = vectors.T @ X.detach().reshape(-1)
     return (c[:k].square().sum() / c.square().sum()).detach()

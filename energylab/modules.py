@@ -35,6 +35,7 @@ from energylab._checks import (
     check_positive,
     check_same_dtype,
     check_tensor,
+    value_checks_off,
 )
 from energylab.forms import hyperspherical as hs
 from energylab.forms._common import mask_rows, merge_heads, row_blocks, split_heads
@@ -165,12 +166,34 @@ class MHA2nd1st(nn.Module):
         _check_input(x, self.dim, self.query.weight)
         q = split_heads(self.query(x), self.heads)  # (B, H, N, d_h)
         k = split_heads(self.key(x), self.heads)
+        if q.dtype == torch.float16:  # b_h is cubic in q, k: float16 (largest 65504) overflows to NaN at modest scales
+            return self.out(self._direction_in_float32(q, k, x))
         T = self.log_temperature.exp().to(x.dtype).view(-1, 1, 1)  # (H, 1, 1)
         T_b = self.log_temperature_b.exp().to(x.dtype).view(-1, 1, 1)
         mask = _causal_mask(x.shape[1], x.device) if self.causal else None
         G, G_inv = self._metric()
-        if kernels.tiled(q):  # the tiled kernel (CPU): no (N, N) tensor kept for the backward pass
-            return self.out(merge_heads(self._fast(q, k, T, T_b, G, G_inv, mask)))
+        return self.out(self._direction(q, k, T, T_b, G, G_inv, mask))
+
+    def _direction_in_float32(self, q, k, x):
+        """The merged direction (B, N, d) of float16 projections, computed in float32 and returned in float16; a
+        direction beyond float16's range raises ValueError (it would be inf, then NaN, after W_O)."""
+        T = self.log_temperature.float().exp().view(-1, 1, 1)
+        T_b = self.log_temperature_b.float().exp().view(-1, 1, 1)
+        mask = _causal_mask(x.shape[1], x.device) if self.causal else None
+        G, G_inv = self._metric(torch.float32)
+        direction = self._direction(q.float(), k.float(), T, T_b, G, G_inv, mask)
+        largest = torch.finfo(torch.float16).max
+        if not value_checks_off() and bool(direction.detach().abs().amax() > largest):
+            raise ValueError(f"x: {type(self).__name__}'s direction (q − k̄) + b reaches "
+                             f"{float(direction.detach().abs().amax()):.3g} here, beyond float16's largest value "
+                             f"{largest:g}; run the layer in float32, float64 or bfloat16")
+        return direction.to(q.dtype)
+
+    def _direction(self, q, k, T, T_b, G, G_inv, mask):
+        """The merged direction (B, N, d) from the heads' q, k (B, H, N, d_h): the tiled kernel on the CPU
+        (no (N, N) tensor kept for the backward pass), else cache-sized query blocks of the reference ops."""
+        if kernels.tiled(q):
+            return merge_heads(self._fast(q, k, T, T_b, G, G_inv, mask))
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)
         blocks = []
         for rows in row_blocks(q.shape[-2], k.shape[-2], q.shape[0] * q.shape[1]):  # cache-sized query blocks
@@ -181,7 +204,7 @@ class MHA2nd1st(nn.Module):
             weights = torch.softmax(logits, dim=-1)  # p_{j,h}
             blocks.append(newton_first_order_direction(q[..., rows, :], k, weights, G, T_b, self.ridge, G_inv))
         direction = torch.cat(blocks, dim=-2)  # (B, H, N, d_h)
-        return self.out(merge_heads(direction))
+        return merge_heads(direction)
 
     @staticmethod
     def _fast(q, k, T, T_b, G, G_inv, mask):
@@ -191,9 +214,11 @@ class MHA2nd1st(nn.Module):
                                 per_head(G_inv), mask)
         return y.view_as(q)
 
-    def _metric(self):
-        """G_h = W_{Q,h}W_{Q,h}ᵀ (H, d_h, d_h) and (G_h + ridge·I)⁻¹: the paper's b_h uses both."""
+    def _metric(self, dtype: torch.dtype | None = None):
+        """G_h = W_{Q,h}W_{Q,h}ᵀ (H, d_h, d_h) and (G_h + ridge·I)⁻¹: the paper's b_h uses both (in ``dtype``,
+        None: the weight's)."""
         W_q = self.query.weight.unflatten(0, (self.heads, -1))  # (H, d_h, d): W_{Q,h}
+        W_q = W_q if dtype is None else W_q.to(dtype)
         G = W_q @ W_q.transpose(-1, -2)
         return G, ridge_inverse(G, self.ridge)
 
@@ -210,7 +235,7 @@ class MHA2nd1stCorrected(MHA2nd1st):
     def __init__(self, dim: int, heads: int, causal: bool = True):
         super().__init__(dim, heads, causal, ridge=0.0)
 
-    def _metric(self):
+    def _metric(self, dtype: torch.dtype | None = None):
         return None, None
 
 

@@ -280,15 +280,39 @@ def experiment_folder(out_dir: str, name: str, profile: str, record: dict, resum
     had_manifest = os.path.exists(os.path.join(out_dir, MANIFEST))
     folders = {root for root, _, _ in os.walk(out_dir)}
     _barrier()  # under torchrun every rank checks the folder before rank 0 writes to it
+    segments = _recorded_numerics(out_dir) if resume else []
+    if process_numerics() not in segments:
+        segments.append(process_numerics())
     if process_rank() == 0:
         prepare_out_dir(out_dir)
-        write_json(os.path.join(out_dir, MANIFEST), {"experiment": name, "profile": profile, "config": record})
+        write_json(os.path.join(out_dir, MANIFEST), {"experiment": name, "profile": profile, "config": record,
+                                                     "numerics": segments})
     try:
         yield
     except BaseException:
         if process_rank() == 0 and not had_manifest:
             _undo(out_dir, folders, held_run=bool(before))
         raise
+
+
+def process_numerics() -> dict:
+    """How this process computes on the CPU: ``numerics`` ("pinned", or "unpinned: " and the variables, as a
+    committed file's provenance says) and ``torch_threads``. run.json lists those of every segment of its run."""
+    from energylab import portable
+
+    unpinned = portable.unpinned()
+    return {"numerics": "pinned" if not unpinned else "unpinned: " + ", ".join(unpinned),
+            "torch_threads": torch.get_num_threads()}
+
+
+def _recorded_numerics(out_dir: str) -> list:
+    """The numerics run.json in ``out_dir`` records for the segments trained so far ([] if none or unreadable)."""
+    path = os.path.join(out_dir, MANIFEST)
+    try:
+        segments = read_json(path).get("numerics") if os.path.exists(path) else []
+    except (ValueError, OSError):
+        return []
+    return list(segments) if isinstance(segments, list) else []
 
 
 def check_recorded(path: str, experiment, recorded, name: str, wanted: dict) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Union
 
@@ -134,6 +135,10 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
     if resume and not callable(batches):
         raise ValueError("resume=True needs batches as a callable step -> batch (an iterable's position is not "
                          "recorded): pass batches(step), e.g. a seeded permutation per epoch")
+    if out_dir is not None and not callable(batches):  # its checkpoints record no position in the iterable
+        warnings.warn(f"out_dir={out_dir!r} with batches from an iterable ({type(batches).__name__}): the checkpoints "
+                      f"it writes can never be resumed (resume=True needs batches as a callable step -> batch)",
+                      UserWarning, stacklevel=2)
     found = out_dir is not None and claim_run_dir(out_dir, resume)
     ident = run_identity(config, identity)
     seed_everything(config.seed)

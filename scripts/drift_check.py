@@ -14,7 +14,8 @@ and stderr that appear under the new versions are listed too (they are what a re
     python scripts/drift_check.py --venv /tmp/drift-venv --from-runs DIR1 DIR2   # one report from two runs
 
 The executed notebooks go to a temporary folder (never over the committed ones); the report goes to
-results/drift/<date>.md. Exit status 1 when a chapter does not hold.
+results/drift/<date>.md (<date>-2.md, ... on a rerun the same day). Exit status 1 when a chapter does not hold; 2,
+with one line ``error: ...``, for bad input (a chapter, a path, a damaged runs.json), before any work.
 """
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ from energylab import portable  # noqa: E402 - torch-free
 NUMERIC = ("torch", "numpy", "scipy", "plotly")  # the packages whose newest release is tried
 REPORTS = ROOT / "results" / "drift"
 STAMP = "drift-check.json"  # in the venv: what was installed there, so a rerun with --venv skips the install
+
+
+class Refused(SystemExit):
+    """Bad input (a path, a chapter, a state file): :func:`main` prints it as one line ``error: ...``, exit 2."""
 
 
 def _requirement_name(line: str) -> str | None:
@@ -81,16 +86,23 @@ def build_venv(path: pathlib.Path, torch_spec: str) -> dict:
     pinned, then the newest numeric packages over them, then the library without dependencies."""
     python = str(path / "bin" / "python")
     stamp = path / STAMP
+    if path.exists() and not path.is_dir():
+        raise Refused(f"--venv {path} is a file, not a folder; give an empty or new --venv")
     if stamp.exists():
-        record = json.loads(stamp.read_text())
-        if record.get("torch_spec") == torch_spec:
+        try:
+            record = json.loads(stamp.read_text())
+        except (ValueError, OSError):  # our own state file, damaged: the folder is ours, rebuilt below
+            record = {}
+        if isinstance(record, dict) and record.get("torch_spec") == torch_spec and "built" in record:
             print(f"[drift] reusing {path} (built {record['built']})", flush=True)
             return record
     if path.exists() and any(path.iterdir()):
         if not stamp.exists():  # never delete a folder this script did not build (a reader's own venv, say)
-            raise SystemExit(f"{path} exists and was not built by drift_check.py; give an empty or new --venv")
-        shutil.rmtree(path)  # built here for another torch
+            raise Refused(f"{path} exists and was not built by drift_check.py; give an empty or new --venv")
+        shutil.rmtree(path)  # built here for another torch, or a build of ours that failed
     venv.EnvBuilder(with_pip=True).create(path)
+    # claimed before pip runs: a failed install leaves a folder that the next run knows it may rebuild
+    stamp.write_text(json.dumps({"torch_spec": torch_spec, "building": True}))
     log: list[str] = []
     t0 = time.perf_counter()
     _pip(python, *other_requirements((ROOT / "requirements.txt").read_text()), log=log)
@@ -241,14 +253,57 @@ def pinned_versions() -> dict:
     return pins
 
 
+def _is_chapter(path: pathlib.Path, chapter: str) -> bool:
+    """A number names one chapter (1 and 01: 01_*, never 10 or 11); anything else is a prefix of the file name."""
+    return int(path.name[:2]) == int(chapter) if chapter.isdigit() else path.name.startswith(chapter)
+
+
 def select(chapters: list[str] | None) -> list[pathlib.Path]:
     every = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     if not chapters:
         return every
-    missing = [c for c in chapters if not any(p.name.startswith(c) for p in every)]
+    missing = [c for c in chapters if not any(_is_chapter(p, c) for p in every)]
     if missing:
-        raise SystemExit(f"no chapter starts with {missing}")
-    return [p for p in every if any(p.name.startswith(c) for c in chapters)]
+        raise Refused(f"no chapter starts with {missing}; --chapters takes numbers or name prefixes of "
+                      f"{', '.join(p.name[:-6] for p in every)}")
+    return [p for p in every if any(_is_chapter(p, c) for c in chapters)]
+
+
+def _check_out(out: pathlib.Path) -> None:
+    """Refuse a report path that cannot be written before any work (it once failed only after every chapter)."""
+    if out.is_dir():
+        raise Refused(f"--out {out} is a folder; give the report's file path")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise Refused(f"--out {out}: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise Refused(f"--out {out}: {parent} is not writable")
+            return
+
+
+def _default_out(day: str) -> pathlib.Path:
+    """results/drift/<day>.md, or <day>-2.md, -3, ... when a report of that day is there (never overwritten)."""
+    out, n = REPORTS / f"{day}.md", 1
+    while out.exists():
+        n += 1
+        out = REPORTS / f"{day}-{n}.md"
+    return out
+
+
+def _read_runs(folder: pathlib.Path) -> list[dict]:
+    """The runs.json of an earlier execution in ``folder``: a list of runs, each naming its notebook."""
+    path = folder / "runs.json"
+    if not path.is_file():
+        raise Refused(f"--from-runs {folder}: no runs.json there (give a folder written by an earlier execution)")
+    try:
+        runs = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, OSError) as err:
+        raise Refused(f"--from-runs {folder}: runs.json is damaged ({err})") from None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("notebook"), str)
+                                             for r in runs):
+        raise Refused(f"--from-runs {folder}: runs.json is damaged (not a list of runs that name their notebook)")
+    return runs
 
 
 def main(argv=None) -> int:
@@ -265,6 +320,14 @@ def main(argv=None) -> int:
                              "of --venv; nothing is executed")
     parser.add_argument("--execute-into", type=pathlib.Path, help=argparse.SUPPRESS)  # inside the drift venv
     args = parser.parse_args(argv)
+    try:
+        return _main(parser, args)
+    except Refused as err:
+        print("error: " + " ".join(str(err.code).split()), file=sys.stderr)  # one line
+        return 2
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     paths = select(args.chapters)
     if args.execute_into is not None:
         runs = execute_chapters(paths, args.execute_into, args.timeout)
@@ -272,6 +335,9 @@ def main(argv=None) -> int:
 
     if args.from_runs and args.venv is None:
         parser.error("--from-runs reads the environment of --venv")
+    if args.out is not None:
+        _check_out(args.out)
+    earlier = [(d, _read_runs(d)) for d in args.from_runs or []]  # before the environment is built
     temporary = args.venv is None
     path = pathlib.Path(tempfile.mkdtemp(prefix="energylab-drift-")) / "venv" if temporary else args.venv.resolve()
     torch_spec = f"torch=={args.torch}" if args.torch else "torch"
@@ -289,8 +355,7 @@ def main(argv=None) -> int:
             + (f"this machine's pip constraints cap {'; '.join(caps)}." if caps else "no pip constraint caps it."))
         if args.from_runs:
             out_dir = args.from_runs[0]
-            latest = {r["notebook"]: {"executed": str(d / r["notebook"]), **r}
-                      for d in args.from_runs for r in json.loads((d / "runs.json").read_text())}
+            latest = {r["notebook"]: {"executed": str(d / r["notebook"]), **r} for d, runs in earlier for r in runs}
             runs = [latest[name] for name in sorted(latest)]  # a chapter checked again: its later run counts
             paths = [ROOT / "notebooks" / r["notebook"] for r in runs]
         else:
@@ -306,7 +371,7 @@ def main(argv=None) -> int:
         machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python " \
                   f"{platform.python_version()}, one thread per kernel"
         report = render(runs, versions, pinned_versions(), newest, record, machine, note)
-        out = args.out or REPORTS / f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d')}.md"
+        out = args.out or _default_out(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report, encoding="utf-8")
         print(f"[drift] report: {out}\n[drift] executed notebooks: {out_dir}", flush=True)

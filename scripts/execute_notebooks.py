@@ -3,7 +3,8 @@
 Uses nbclient directly (not papermill) so the committed file carries no run timestamps or injected-parameter
 cells; widget state is stored so the website can show the saved widgets. Runs with the pinned numerics of
 :mod:`energylab.portable`, like nbval.
-With no argument, executes every notebooks/NN_*.ipynb and prints the wall time of each.
+With no argument, executes every notebooks/NN_*.ipynb and prints the wall time of each. A path that is not a
+readable .ipynb file is one line ``error: ...`` and exit status 2, before any chapter runs.
 """
 from __future__ import annotations
 
@@ -39,8 +40,27 @@ def execute(path: pathlib.Path) -> float:
     return time.perf_counter() - t0
 
 
+def check_notebook(arg: str) -> pathlib.Path:
+    """The notebook ``arg`` names, resolved; ValueError (naming it) unless it is a readable .ipynb file."""
+    path = pathlib.Path(arg).resolve()
+    if not path.exists():
+        raise ValueError(f"notebook {arg!r} does not exist")
+    if not path.is_file() or path.suffix != ".ipynb":
+        raise ValueError(f"notebook {arg!r} is not a .ipynb file")
+    try:
+        nbformat.read(path, as_version=4)
+    except Exception as err:  # noqa: BLE001 - nbformat raises JSON, validation and OS errors alike
+        raise ValueError(f"notebook {arg!r} cannot be read as a notebook ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    return path
+
+
 def main(argv: list[str]) -> int:
-    paths = [pathlib.Path(a).resolve() for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    try:  # every path checked before the first chapter runs (each takes minutes)
+        paths = [check_notebook(a) for a in argv] or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for path in paths:
         print(f"{path.name}: {execute(path):.1f} s", flush=True)
     return 0

@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from energylab import experiments  # noqa: E402
 from energylab.experiments import sudoku as sudoku_ex  # noqa: E402
-from energylab.pretrained import DIRECTORY, TEST_BOARDS, accuracy, boards_dataset  # noqa: E402
+from energylab.pretrained import DIRECTORY, TEST_BOARDS, accuracy, boards_dataset, file_sha256  # noqa: E402
 
 LAYERS = ("transformer", "hyperset", "itrsa", "akorn")
 
@@ -90,12 +90,13 @@ def pretrain(layer: str) -> dict:
 def save(model, record: dict, **extra) -> dict:
     """Write ``model``'s weights as ``<record name>.pt`` and the record, completed with the commit, numerics,
     machine and date of this process (and ``extra``), as ``<record name>.json`` in the package; return it."""
-    torch.save({k: v.contiguous() for k, v in model.state_dict().items()},
-               os.path.join(DIRECTORY, record["name"] + ".pt"))
+    weights = os.path.join(DIRECTORY, record["name"] + ".pt")
+    torch.save({k: v.contiguous() for k, v in model.state_dict().items()}, weights)
     record = {**record, "commit": git_commit(),  # the commit that trained or imported and measured it
               "numerics": {"pinned": portable.PINNED_ENV, "torch_threads": torch.get_num_threads(),
                            "torch": torch.__version__},
-              "machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"), **extra}
+              "machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"), **extra,
+              "sha256": file_sha256(weights)}  # pretrained.load verifies the weights against it
     with open(os.path.join(DIRECTORY, record["name"] + ".json"), "w") as f:
         json.dump(record, f, indent=1)
     return record

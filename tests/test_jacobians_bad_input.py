@@ -34,3 +34,36 @@ def test_a_diverging_lyapunov_run_is_named_instead_of_nan_exponents():
 def test_a_contraction_has_finite_negative_exponents():
     exponents = J.lyapunov_spectrum(contraction, X, steps=20)
     assert torch.isfinite(exponents).all() and float(exponents.max()) < 0
+
+
+_EIG_SCRIPT = r"""
+import torch
+from energylab import jacobians as J
+x = torch.tensor([0.0, 1.0], dtype=torch.float64)  # sqrt is finite at 0, its derivative is not
+for name, call in (("eigenvalues", lambda: J.jacobian_eigenvalues(lambda v: v.abs().sqrt(), x)),
+                   ("contribution", lambda: J.contribution_index(lambda v: v.abs().sqrt(), x))):
+    try:
+        call()
+        print(name, "returned")
+    except ValueError as err:
+        print(name, err)
+"""
+
+
+def test_a_non_finite_jacobian_is_named_before_lapack():
+    """A step whose output is finite but whose Jacobian is not reached LAPACK's eigensolvers, which crash the
+    process on NaN (through MKL) and hang on inf: run in a child process, which must end with a message."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _EIG_SCRIPT], cwd=root, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [
+        "eigenvalues the Jacobian of step at x has NaN or infinite entries, so it has no eigenvalues to compute; "
+        "every entry must be finite",
+        "contribution the Jacobian of drive at X has NaN or infinite entries, so it has no eigenvalues to compute; "
+        "every entry must be finite"]

@@ -54,6 +54,29 @@ EXPERIMENTS = {
 # so that `python -m energylab run sudoku --set layer=NAME` refuses an unknown NAME before anything trains
 LAYER_FIELDS = {"sudoku": ("layer", "layers"), "forms": ("layers",), "hyperset": ("layers",)}
 
+# experiment -> config fields that count what a run needs at least one of (samples, queries, steps, widths; a tuple
+# field: at least one entry, each >= 1) and tuple fields that need at least one entry. 0 or () once ran to the end and
+# wrote NaN means (or a checker's "0 violations" over zero queries) to results.json: get_config refuses them.
+AT_LEAST_ONE = {
+    "alternating": ("n_train", "n_test", "n_tokens", "dim", "n_classes", "epochs"),
+    "nt": ("seeds", "n_batch", "n_eval_series", "n_eval_predict", "n_final_series"),
+    "lis": ("lengths", "dims", "n_train", "n_test", "epochs", "batch_size", "layers", "heads"),
+    "attractor": ("image_size", "patch", "dim", "n_train", "n_eval", "epochs", "batch_size", "iterations",
+                  "long_iterations", "n_long", "baseline_steps", "baseline_batch"),
+    "hopfield": ("n_patterns", "n_queries", "patch", "steps"),
+    "hyperset": ("n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs", "batch_size"),
+    "sudoku": ("size", "n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs", "batch_size",
+               "n_eval"),
+    "recurrent": ("size", "n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs",
+                  "batch_size", "lyap_steps", "n_sweep"),
+    "forms": ("size", "n_train", "n_test", "dim", "heads", "iterations", "steps", "batch_size", "timing_steps"),
+}
+NOT_EMPTY = {
+    "alternating": ("rates_W",), "nt": ("runs", "attentions"), "lis": ("variants", "seeds"), "hopfield": ("betas",),
+    "hyperset": ("layers", "seeds"), "sudoku": ("test_sets", "seeds"), "recurrent": ("layers", "test_sets"),
+    "forms": ("layers", "seeds"),
+}
+
 
 def get_experiment(name: str) -> ModuleType:
     """The module of experiment ``name``; ValueError listing the valid names if unknown."""
@@ -87,8 +110,26 @@ def get_config(name: str, profile: str = "quick", **overrides):
             raise ValueError(f"config field {key!r} of experiment {name!r} expects {_type_name(hints[key])}, "
                              f"got {value!r} ({type(value).__name__})")
     config = dataclasses.replace(config, **checked)
+    _check_counts(name, config)
     _check_layers(name, config)
     return config
+
+
+def _check_counts(name: str, config) -> None:
+    """ValueError naming the field if one of :data:`AT_LEAST_ONE` is below 1 or one of :data:`NOT_EMPTY` is empty."""
+    for field in AT_LEAST_ONE.get(name, ()):
+        value = getattr(config, field)
+        if isinstance(value, tuple):
+            if not value or any(isinstance(v, int) and v < 1 for v in value):
+                raise ValueError(f"config field {field!r} of experiment {name!r} must hold at least one entry, each "
+                                 f">= 1 (it counts what the run trains or measures), got {value!r}")
+        elif isinstance(value, int) and value < 1:  # None (where allowed: attractor's n_train, all) passes
+            raise ValueError(f"config field {field!r} of experiment {name!r} must be >= 1 (with {value} the run "
+                             f"has nothing to train or measure), got {value!r}")
+    for field in NOT_EMPTY.get(name, ()):
+        if not getattr(config, field):
+            raise ValueError(f"config field {field!r} of experiment {name!r} must hold at least one entry, "
+                             f"got {getattr(config, field)!r}")
 
 
 def _check_layers(name: str, config) -> None:

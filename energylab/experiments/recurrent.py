@@ -25,8 +25,15 @@ from dataclasses import dataclass
 
 import torch
 
+from energylab._checks import check_int, check_interval
 from energylab.experiments import sudoku
-from energylab.jacobians import contribution_index, lyapunov_spectrum, pseudo_energy, spectral_norm
+from energylab.jacobians import (
+    check_finite_matrix,
+    contribution_index,
+    lyapunov_spectrum,
+    pseudo_energy,
+    spectral_norm,
+)
 from energylab.models import recurrent
 from energylab.runs import config_record
 from energylab.sphere import normalize
@@ -101,13 +108,20 @@ def oscillator_eigenvalues(omega: float, dim: int = 8) -> dict[str, torch.Tensor
 
     "continuous": of Ω (±iω); "discrete": of I + Ω (1 ± iω, |λ| = √(1+ω²)); "normalised": of the Jacobian of
     x ↦ (I+Ω)x/‖(I+Ω)x‖ at a unit x (|λ| = 1 on the tangent directions, 0 on the radial one).
+    omega: a finite real number; dim: an even int >= 2 (ValueError otherwise: a NaN ω crashed LAPACK, an
+    infinite one hung it).
     """
+    omega = check_interval("omega", omega)  # finite: the matrices below go to LAPACK
+    dim = check_int("dim", dim, minimum=2)
+    if dim % 2:
+        raise ValueError(f"dim must be an even int >= 2 (Ω rotates channel pairs), got {dim}")
     I = torch.eye(dim, dtype=torch.float64)
     Omega = recurrent.omega_rotate(I, omega).T  # rows of omega_rotate(I) are Ω e_k: transpose to get Ω
     x = normalize(torch.ones(dim, dtype=torch.float64))
     J = torch.func.jacrev(lambda v: normalize(v + Omega @ v))(x)
     return {"continuous": torch.linalg.eigvals(Omega), "discrete": torch.linalg.eigvals(I + Omega),
-            "normalised": torch.linalg.eigvals(J)}
+            "normalised": torch.linalg.eigvals(check_finite_matrix(f"the normalised step's Jacobian at omega={omega}",
+                                                                   J))}
 
 
 def jacobian_norms(tokens, dim: int = 32, heads: int = 4, scale: float = 4.0, seed: int = 0) -> list[dict]:

@@ -111,7 +111,8 @@ FAST_PATHS: dict[str, FastPath] = {
                              devices=("cpu", "cuda")),
     "tiled-expressive": FastPath("energylab.kernels.attention.expressive_attention",
                                  "forms.expressive.expressive_weights(s) @ v", grad="autograd",
-                                 devices=("cpu",)),
+                                 # not float16: s² and 1 + s² overflow its range (65504) once |s| > 256
+                                 dtypes=(torch.bfloat16, _F32, _F64), devices=("cpu",)),
     "tiled-bisoftmax": FastPath("energylab.kernels.attention.bisoftmax_attention",
                                 "forms.hyperspherical.hyperset_attention_update", grad="autograd",
                                  devices=("cpu",)),

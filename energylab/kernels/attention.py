@@ -128,8 +128,15 @@ def expressive_attention(q, k, v, mask=None, scale: float = 1.0):
     """EA's Σ_k a_mk v_k, a = expressive_weights(scale · q kᵀ, mask) (paper 001), tiled, O(B·H·N) saved memory.
 
     q: (BH, M, d_h), k: (BH, N, d_h), v: (BH, N, e), mask: None or boolean (M, N) (True = allowed) -> (BH, M, e).
-    The scale multiplies inside the matrix products (no pass over q or the scores).
+    The scale multiplies inside the matrix products (no pass over q or the scores). Dtypes: those of fast path
+    ``"tiled-expressive"`` (bfloat16, float32, float64); any other raises ValueError (float16 would return NaN
+    where a score exceeds 256: the kernel forms s² without the reference path's clamp).
     """
+    accepted = kernels.FAST_PATHS["tiled-expressive"].dtypes
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype not in accepted:
+            raise ValueError(f"{name} has dtype {t.dtype}, which the tiled expressive kernel does not take; accepted "
+                             f"dtypes: {', '.join(str(d) for d in accepted)}")
     return _Expressive.apply(q, k, v, mask, scale)
 
 
@@ -372,11 +379,16 @@ def expressive_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
                      scale: float) -> torch.Tensor | None:
     """Expressive attention on (B, H, N, d_h) heads, the fast way: flex attention on CUDA where it builds
     (:func:`flex_or_none`), the tiled kernel (:func:`expressive_attention`) on the CPU. Returns (B, H, N, d_h), or
-    None where neither serves (a GPU without flex: its reference path is the fast one, see :func:`kernels.tiled`)."""
+    None where neither serves (a GPU without flex: its reference path is the fast one, see :func:`kernels.tiled`;
+    a dtype the tiled kernel does not take, with one FastPathWarning)."""
     y = flex_or_none(q, k, v, causal, scale)
     if y is not None:
         return y
     if not kernels.tiled(q):
+        return None
+    reason = kernels.unsupported("tiled-expressive", q)
+    if reason is not None:  # float16: the reference path clamps s², the kernel would return NaN
+        kernels.fall_back("tiled-expressive", reason)
         return None
     B, H, N, d_h = q.shape
     mask = torch.ones(N, N, dtype=torch.bool, device=q.device).tril() if causal else None

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from energylab._checks import check_count
+
 __all__ = ["bisoftmax_one_exp", "relu_sphere_feedforward"]
 
 
@@ -65,7 +67,8 @@ class _BiSoftmaxOneExp(torch.autograd.Function):
 
 def bisoftmax_one_exp(z, beta: float):
     """(A + Aᵀ) Z with A = softmax_row(β Z Zᵀ) from one exponential (Hyper-SET's loop at Sudoku and image sizes).
-    z: (BH, N, d_h) with β max‖z_i‖² below ~80 (RMS-normalised rows: √d_h) -> (BH, N, d_h)."""
+    z: (BH, N, d_h) with β max‖z_i‖² below ~80 (RMS-normalised rows: √d_h) -> (BH, N, d_h); N ≥ 1 (ValueError)."""
+    check_count("z", z, -2, why="attention needs at least one key")  # the score bound is a max over the tokens
     return _BiSoftmaxOneExp.apply(z, beta)
 
 

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import kernels
-from energylab._checks import check_divides
+from energylab._checks import check_count, check_divides
 from energylab.forms import hyperspherical as hs
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
@@ -168,6 +168,7 @@ class HyperSETLayer(nn.Module):
         catalog's operator of the form (or, for bi-softmax, its one-exponential fast path); with gains query, key
         and value are normalised apart, which is not the gradient of an energy, so it is written out here."""
         W, _ = self.weights(t)
+        check_count("x", x, -2, why="attention needs at least one key")  # every route: the fast one has no max over 0
         fast = self.gains is None and self.attention == "bisoftmax" and kernels.enabled()
         if self.gains is None and not fast:
             return ATTENTION_OPERATORS[self.attention](x, W, self.beta, rms=True, eps=self.eps)

@@ -30,6 +30,7 @@ import math
 import torch
 from torch import nn
 
+from energylab._checks import check_interval
 from energylab.models.looped import register_layer
 
 __all__ = ["MSA", "ItrSA", "KuramotoLayer", "NormReadout", "oscillator_normalize", "omega_rotate",
@@ -121,9 +122,11 @@ class KuramotoLayer(nn.Module):
         super().__init__()
         if dim % n or n % 2:
             raise ValueError(f"oscillator size n ({n}) must be even and divide dim ({dim})")
+        gamma = check_interval("gamma", gamma)  # finite: a NaN one made every state NaN without a word
+        omega = None if omega is None else check_interval("omega", omega)
         self.n, self.msa = n, MSA(dim, heads)
-        self.gamma = nn.Parameter(torch.tensor(float(gamma)))
-        self.register_buffer("omega", None if omega is None else torch.tensor(float(omega)))
+        self.gamma = nn.Parameter(torch.tensor(gamma))
+        self.register_buffer("omega", None if omega is None else torch.tensor(omega))
         self.gain = nn.Parameter(torch.ones(dim)) if rmsnorm else None
 
     def drive(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:

@@ -17,6 +17,7 @@ The module is callable: ``energylab.pretrained(name)`` is :func:`load`.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import os
@@ -34,9 +35,9 @@ TEST_BOARDS = "sudoku4-test.json"  # the boards the recorded accuracies were mea
 
 
 def names() -> list[str]:
-    """The names of the pretrained models, sorted (a ``<name>.pt`` beside its ``<name>.json``)."""
-    return sorted(f[:-3] for f in os.listdir(DIRECTORY)
-                  if f.endswith(".pt") and os.path.exists(os.path.join(DIRECTORY, f[:-3] + ".json")))
+    """The names of the pretrained models, sorted: every record ``<name>.json`` in the package (the test boards'
+    file aside), whether or not its weights ``<name>.pt`` are there (:func:`load` says which file is missing)."""
+    return sorted(f[:-5] for f in os.listdir(DIRECTORY) if f.endswith(".json") and f != TEST_BOARDS)
 
 
 def _check_name(name) -> str:
@@ -46,24 +47,83 @@ def _check_name(name) -> str:
 
 
 @lru_cache(maxsize=None)
-def _record(name: str) -> str:
-    with open(os.path.join(DIRECTORY, name + ".json")) as f:
-        return f.read()
+def _record(path: str) -> dict:
+    """The parsed record at ``path`` (cached per path; a damaged one raises ValueError naming the model)."""
+    name = os.path.basename(path)[:-5]
+    try:
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"pretrained model {name!r}: its record {path} is damaged (not JSON: {err}); restore it "
+                         f"from the energylab package (reinstall, or git checkout)") from None
+    if not isinstance(record, dict) or not isinstance(record.get("model"), dict):
+        raise ValueError(f"pretrained model {name!r}: its record {path} is damaged (no 'model' config); restore it "
+                         f"from the energylab package (reinstall, or git checkout)")
+    return record
 
 
 def info(name: str) -> dict:
     """The record of model ``name``: ``model`` (LoopedConfig fields), ``recipe`` (experiment, profile, full
     config, steps, parameters), ``accuracy`` ({set: {str(T): {"board", "cell"}}}), ``commit``, ``numerics``,
-    ``machine``, ``date``, ``train_seconds``."""
-    return json.loads(_record(_check_name(name)))
+    ``machine``, ``date``, ``train_seconds``, ``sha256`` (of the weights file ``<name>.pt``)."""
+    return json.loads(json.dumps(_record(os.path.join(DIRECTORY, _check_name(name) + ".json"))))  # a fresh copy
+
+
+def file_sha256(path: str) -> str:
+    """The SHA-256 of the file at ``path`` (hex): what a record's ``sha256`` holds for its weights file."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+_LFS_POINTER = b"version https://git-lfs"  # how a git-lfs pointer file begins (the weights were never fetched)
+
+
+def _weights_path(name: str, record: dict) -> str:
+    """The path of ``name``'s weights, checked against the record's sha256 before torch reads a byte of it: a
+    flipped bit inside a tensor loads silently otherwise (torch.load does not check the zip's CRCs)."""
+    path = os.path.join(DIRECTORY, name + ".pt")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"pretrained model {name!r}: its weights file {path} is missing (its record is "
+                                f"there); restore it from the energylab package (reinstall, or git checkout)")
+    with open(path, "rb") as f:
+        head = f.read(len(_LFS_POINTER))
+    if head == _LFS_POINTER:
+        raise ValueError(f"pretrained model {name!r}: {path} is a git-lfs pointer file, not the weights; fetch them "
+                         f"with `git lfs pull` (or install energylab from its package)")
+    want = record.get("sha256")
+    if not isinstance(want, str):
+        raise ValueError(f"pretrained model {name!r}: its record has no sha256 of the weights file, so {path} "
+                         f"cannot be verified; restore the record from the energylab package")
+    got = file_sha256(path)
+    if got != want:
+        raise ValueError(f"pretrained model {name!r}: its weights file {path} is damaged (sha256 {got} differs from "
+                         f"the record's {want}); restore it from the energylab package (reinstall, or git checkout)")
+    return path
 
 
 def load(name: str, device: str | torch.device = "cpu") -> LoopedModel:
-    """The pretrained :class:`~energylab.models.looped.LoopedModel` ``name``, in eval mode on ``device``."""
+    """The pretrained :class:`~energylab.models.looped.LoopedModel` ``name``, in eval mode on ``device``.
+
+    The weights file is verified against the record's sha256 first; a missing, damaged or git-lfs pointer file
+    raises FileNotFoundError or ValueError naming the model, and so does a device torch cannot place it on."""
+    from energylab.train import check_device
+
     record = info(name)
+    try:  # before any work: torch's own error would come from deep inside .to()
+        device = check_device(device)
+    except ValueError as err:
+        raise ValueError(f"pretrained model {name!r}: {err}") from None
+    path = _weights_path(name, record)
     model = LoopedModel(LoopedConfig(**record["model"]))
-    state = torch.load(os.path.join(DIRECTORY, name + ".pt"), map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+    except Exception as err:  # noqa: BLE001 - a file that matches its checksum but not its record
+        raise ValueError(f"pretrained model {name!r}: its weights {path} do not load into the model its record "
+                         f"describes ({type(err).__name__}: {str(err).splitlines()[0]})") from None
     return model.eval().to(device)
 
 
@@ -131,6 +191,6 @@ class _CallableModule(types.ModuleType):
 
 
 __signature__ = inspect.signature(load)
-__all__ = ["names", "info", "load", "as_float64", "logits_along", "boards", "boards_dataset", "accuracy", "DIRECTORY",
-           "TEST_BOARDS"]
+__all__ = ["names", "info", "load", "file_sha256", "as_float64", "logits_along", "boards", "boards_dataset", "accuracy",
+           "DIRECTORY", "TEST_BOARDS"]
 sys.modules[__name__].__class__ = _CallableModule

@@ -3,6 +3,7 @@ import json
 import math
 import os
 import threading
+import warnings
 
 import pytest
 import torch
@@ -199,7 +200,8 @@ def test_resume_needs_callable_batches(tmp_path):
     with pytest.raises(ValueError, match="resume=True needs batches as a callable step -> batch"):
         train(make_model(), loss_fn, loader, CFG, out_dir=str(out), resume=True)
     assert not out.exists()
-    h = train(make_model(), loss_fn, loader, TrainConfig(**{**CFG.__dict__, "steps": 12}), out_dir=str(out))
+    with pytest.warns(UserWarning, match="can never be resumed"):
+        h = train(make_model(), loss_fn, loader, TrainConfig(**{**CFG.__dict__, "steps": 12}), out_dir=str(out))
     assert h.steps["loss"][-1] == 12 and "data" not in torch.load(out / CHECKPOINT, weights_only=True)
 
 
@@ -356,3 +358,16 @@ def test_the_ensemble_stops_on_a_nan_gradient_too(tmp_path):
                        out_dir=str(tmp_path))
     saved = torch.load(tmp_path / CHECKPOINT, weights_only=False)
     assert saved["step"] == 3 and all(torch.isfinite(t).all() for t in saved["params"].values())
+
+
+def test_an_iterable_with_an_out_dir_warns_that_it_cannot_resume(tmp_path):
+    """Its checkpoints record no position in the iterable: resume=True refuses them, so say so when they are written."""
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, Y), batch_size=B)
+    cfg = TrainConfig(**{**CFG.__dict__, "steps": 3})
+    with pytest.warns(UserWarning, match=r"^out_dir='.*' with batches from an iterable \(DataLoader\): the "
+                                         r"checkpoints it writes can never be resumed"):
+        train(make_model(), loss_fn, loader, cfg, out_dir=str(tmp_path / "run"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        train(make_model(), loss_fn, loader, cfg)  # no out_dir: nothing to resume, no warning
+        train(make_model(), loss_fn, batches, cfg, out_dir=str(tmp_path / "callable"))

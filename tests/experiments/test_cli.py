@@ -250,3 +250,71 @@ def test_module_entry_point_runs():
     assert proc.returncode == 0
     for name in ("nt", "lis", "attractor", "hopfield"):
         assert {"quick", "full"} <= {line.split()[2] for line in proc.stdout.splitlines() if line.split()[:1] == [name]}
+
+
+# --- issue 47: sizes, the device, the numerics of a resumed committed run
+@pytest.mark.parametrize("name, setting, field, says", [
+    ("sudoku", "n_train=0", "n_train", "must be >= 1"), ("sudoku", "n_test=0", "n_test", "must be >= 1"),
+    ("hopfield", "n_queries=0", "n_queries", "must be >= 1"), ("hopfield", "steps=0", "steps", "must be >= 1"),
+    ("forms", "steps=0", "steps", "must be >= 1"), ("nt", "n_final_series=0", "n_final_series", "must be >= 1"),
+    ("forms", "timing_steps=0", "timing_steps", "must be >= 1"),
+    ("recurrent", "lyap_steps=0", "lyap_steps", "must be >= 1"),
+    ("lis", "lengths=()", "lengths", "must hold at least one entry, each >= 1"),
+    ("hopfield", "n_patterns=[10,0]", "n_patterns", "must hold at least one entry, each >= 1"),
+    ("sudoku", "test_sets=[]", "test_sets", "must hold at least one entry")])
+def test_zero_or_empty_sizes_are_refused_before_anything_runs(name, setting, field, says, tmp_path, capsys):
+    """They once ran to exit 0 with NaN (or "violations: 0" over zero queries) in results.json."""
+    out = tmp_path / "r"
+    assert main(["run", name, "--device", "cpu", "--out", str(out), "--set", setting]) == 2
+    assert _err_line(capsys).startswith(f"error: config field '{field}' of experiment '{name}' {says}")
+    assert not out.exists()
+
+
+def test_set_device_is_honoured_and_a_conflict_refused(toy, tmp_path, capsys):
+    out = str(tmp_path / "r")
+    assert main(["run", "toy", "--out", out, "--device", "cpu", "--set", "device=cuda"]) == 2
+    assert _err_line(capsys) == "error: --device cpu and --set device=cuda disagree: give the device once"
+    assert main(["run", "toy", "--out", out, "--set", "device=cpu"]) == 0  # honoured, not replaced by auto
+    assert Results.load(out).config["device"] == "cpu"
+    if not torch.cuda.is_available():  # honoured: refused here, not trained on the CPU
+        assert main(["run", "toy", "--out", str(tmp_path / "c"), "--set", "device=cuda"]) == 2
+        assert "CUDA is not available" in _err_line(capsys)
+
+
+def test_resume_commit_refuses_a_run_trained_under_other_numerics(toy, tmp_path, capsys, monkeypatch):
+    """An interrupted run made unpinned on 2 threads, resumed with --commit, was committed as pinned, 1 thread."""
+    import json
+
+    from energylab import committed
+    from energylab.runs import process_numerics
+
+    monkeypatch.setattr(committed, "ROOT", str(tmp_path / "results"))
+    monkeypatch.setitem(INTERRUPT, "at", 5)
+    out = str(tmp_path / "r")
+    assert _run_toy(out) == 130
+    manifest = os.path.join(out, "run.json")
+    with open(manifest) as f:
+        record = json.load(f)
+    assert record["numerics"] == [process_numerics()]  # what this segment ran under
+    record["numerics"] = [{"numerics": "unpinned: MKL_CBWR", "torch_threads": 2}]
+    with open(manifest, "w") as f:
+        json.dump(record, f)
+    monkeypatch.setitem(INTERRUPT, "at", -1)
+    capsys.readouterr()
+    assert _run_toy(out, "--resume", "--commit") == 2
+    now = process_numerics()
+    assert _err_line(capsys) == (
+        f"error: --resume --commit: the run in {out} was trained under other numerics (unpinned: MKL_CBWR, 2 "
+        f"thread(s)) than this process's ({now['numerics']}, {now['torch_threads']} thread(s)), so its results "
+        f"cannot be committed as made under them; commit a fresh run (--commit with a new --out), or resume without "
+        f"--commit")
+    assert not os.path.exists(tmp_path / "results") and not os.path.exists(os.path.join(out, "results.json"))
+    del record["numerics"]  # a run.json from before the numerics were recorded
+    with open(manifest, "w") as f:
+        json.dump(record, f)
+    assert _run_toy(out, "--resume", "--commit") == 2 and "numerics (not recorded)" in _err_line(capsys)
+    record["numerics"] = [now]
+    with open(manifest, "w") as f:
+        json.dump(record, f)
+    assert _run_toy(out, "--resume", "--commit") == 0  # the same numerics throughout: committed
+    assert os.path.exists(tmp_path / "results" / "toy" / "full.json")

@@ -4,6 +4,7 @@ Builds are per process (the C kernel and torch.compile's graphs are cached in me
 so each broken environment runs in a fresh interpreter with its own empty TORCHINDUCTOR_CACHE_DIR: no compiler
 on the PATH, a compiler that fails, cache folders that cannot be written. Unsupported dtypes and devices run here.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -192,3 +193,65 @@ def test_flex_route_falls_back_to_the_tiled_kernel_once(monkeypatch):
     said = [str(c.message) for c in caught if issubclass(c.category, kernels.FastPathWarning)]
     assert len(said) == 1 and "no Triton here" in said[0] and "'tiled-expressive'" in said[0]
     assert torch.equal(first, want) and torch.equal(second, want)
+
+
+# ----------------------------------------------------------------------------- float16 (issue 47)
+def _float16_layer(cls, seed=1, **kwargs):
+    from energylab import modules as M
+
+    torch.manual_seed(seed)
+    return getattr(M, cls)(64, 4, **kwargs)
+
+
+def test_expressive_attention_in_float16_falls_back_to_the_finite_reference_path():
+    """Scores above 256 (paper 001's scale 1, tokens of norm ~130) overflowed s² in the tiled kernel: NaN values
+    and gradients where the reference path, which clamps s², is finite. Now one warning and the reference path."""
+    layer = _float16_layer("ExpressiveAttention", causal=True, scale=1.0).half()
+    x = (16 * torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0))).half().requires_grad_(True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = layer(x)
+    said = [str(c.message) for c in caught if issubclass(c.category, kernels.FastPathWarning)]
+    assert len(said) == 1 and "'tiled-expressive'" in said[0] and "not torch.float16" in said[0]
+    with kernels.reference_paths():
+        want = layer(x)
+    assert torch.equal(y, want) and bool(torch.isfinite(y).all())
+    (grad,) = torch.autograd.grad(y.float().sum(), x)
+    assert bool(torch.isfinite(grad).all())
+
+
+def test_tiled_expressive_kernel_refuses_dtypes_it_cannot_serve():
+    from energylab.kernels import attention as fa
+
+    q = torch.ones(1, 2, 2)
+    with pytest.raises(ValueError, match=r"^q has dtype torch.float16, .*accepted dtypes: torch.bfloat16, "
+                                         r"torch.float32, torch.float64$"):
+        fa.expressive_attention(q.half(), q.half(), q.half())
+    with pytest.raises(ValueError, match=r"^v has dtype torch.int64"):
+        fa.expressive_attention(q, q, q.long())
+    assert torch.equal(fa.expressive_attention(q, q, q), q)  # the float32 kernel as before
+
+
+@pytest.mark.parametrize("cls", ["MHA2nd1st", "MHA2nd1stCorrected"])
+def test_mha2nd1st_in_float16_is_finite_on_both_routes(cls):
+    """b_h is cubic in q and k: in float16 it overflowed to NaN on both routes, without a message. Now the direction
+    is computed in float32; the layer's values are float32's up to float16's rounding of the projections."""
+    x = 16 * torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0))
+    layer = _float16_layer(cls)
+    with torch.no_grad():
+        want = layer(x)
+        layer.half()
+        fast = layer(x.half())
+        with kernels.reference_paths():
+            plain = layer(x.half())
+    assert fast.dtype == torch.float16 and torch.equal(fast, plain)
+    assert float((fast.float() - want).norm() / want.norm()) < 0.03
+
+
+def test_mha2nd1st_direction_beyond_float16_is_refused_with_a_message():
+    x = (128 * torch.randn(2, 16, 64, generator=torch.Generator().manual_seed(0))).half()
+    layer = _float16_layer("MHA2nd1st").half()
+    for route in (contextlib.nullcontext(), kernels.reference_paths()):
+        with route, pytest.raises(ValueError, match=r"^x: MHA2nd1st's direction .* beyond float16's largest value "
+                                                   r"65504; run the layer in float32, float64 or bfloat16$"):
+            layer(x)

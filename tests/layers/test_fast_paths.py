@@ -242,7 +242,8 @@ def test_unsupported_dtypes_and_devices_name_the_reason():
     assert "float16" in kernels.unsupported("sphere-fused", x.half())
     assert "meta" in kernels.unsupported("sphere-symmetric", x.to("meta"))
     assert "cuda" in kernels.unsupported("flex-expressive", x)
-    assert kernels.unsupported("tiled-expressive", x.bfloat16()) is None  # None: any dtype
+    assert kernels.unsupported("tiled-expressive", x.bfloat16()) is None
+    assert "not torch.float16" in kernels.unsupported("tiled-expressive", x.half())  # s² overflows float16
     assert "records no gradients" in kernels.unsupported("sphere-fused", x, x.clone().requires_grad_(True))
     with torch.no_grad():
         assert kernels.unsupported("sphere-fused", x.clone().requires_grad_(True)) is None

@@ -1,6 +1,7 @@
 """Hyper-SET (paper 004): the layer against the catalog forms, its hooks, the sphere measures, the model."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 
 from energylab import kernels
 from energylab.forms import hyperspherical as hs
+from energylab.kernels import hyperset_layer as hk
 from energylab.models import count_parameters
 from energylab.models.hyperset import HyperSET, HyperSETLayer, sinusoidal_embedding
 from energylab.models.looped import LoopedConfig, LoopedModel, TransformerBlock, layer_builder
@@ -210,3 +212,15 @@ def test_fast_paths_run_under_autocast():
 
     for got, want in zip(grads(True), grads(False)):
         assert got.dtype == torch.float32 and float((got - want).norm() / want.norm()) < 0.05
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"gains": True}, {"attention": "sigmoid"}])
+def test_zero_tokens_give_the_same_clear_error_on_every_route(kwargs):
+    """The one-exponential fast path took a max over 0 tokens (IndexError); the plain route raised ValueError."""
+    layer, x = HyperSETLayer(8, 2, **kwargs), torch.randn(2, 0, 8)
+    for route in (contextlib.nullcontext(), kernels.reference_paths()):
+        with route, pytest.raises(ValueError, match=r"^x must hold at least 1 token, got shape \(2, 0, 8\) "
+                                                   r"\(attention needs at least one key\)$"):
+            layer(x)
+    with pytest.raises(ValueError, match=r"^z must hold at least 1 token"):
+        hk.bisoftmax_one_exp(torch.randn(2, 0, 4), 0.5)

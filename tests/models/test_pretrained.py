@@ -200,3 +200,65 @@ def test_the_training_script_writes_a_model_that_loads(tmp_path, monkeypatch):
         assert again == {"2": record["accuracy"]["4x4-id"]["2"]}
     finally:
         pretrained._record.cache_clear()
+
+
+# ----------------------------------------------------------------------------- damaged files (issue 47)
+@pytest.mark.parametrize("name", NAMES)
+def test_each_record_holds_its_weights_checksum(name):
+    path = ROOT / "energylab" / "pretrained" / f"{name}.pt"
+    assert pretrained.file_sha256(str(path)) == pretrained.info(name)["sha256"]
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A copy of the package's files that a test may damage, in place of the package."""
+    folder = tmp_path / "pretrained"
+    shutil.copytree(pretrained.DIRECTORY, folder, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    monkeypatch.setattr(pretrained, "DIRECTORY", str(folder))
+    return folder
+
+
+def test_flipped_bits_in_the_weights_are_refused(package):
+    """8 flipped bits inside a tensor once loaded silently and solved none of the boards the record says 0.986."""
+    path = package / "sudoku4-hyperset.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"^pretrained model 'sudoku4-hyperset': its weights file .*sudoku4-hyperset"
+                                         r"\.pt is damaged \(sha256 [0-9a-f]{64} differs from the record's "):
+        pretrained.load("sudoku4-hyperset")
+
+
+def test_a_missing_weights_file_is_named_not_an_unknown_model(package):
+    (package / "sudoku4-itrsa.pt").unlink()
+    assert "sudoku4-itrsa" in pretrained.names()
+    with pytest.raises(FileNotFoundError, match=r"^pretrained model 'sudoku4-itrsa': its weights file .*sudoku4-itrsa"
+                                                r"\.pt is missing"):
+        pretrained.load("sudoku4-itrsa")
+
+
+def test_a_git_lfs_pointer_is_named_without_torchs_unsafe_advice(package):
+    (package / "sudoku4-itrsa.pt").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64
+                                              + "\nsize 76517\n")
+    with pytest.raises(ValueError, match=r"^pretrained model 'sudoku4-itrsa': .* is a git-lfs pointer file, not the "
+                                         r"weights; fetch them with `git lfs pull`") as caught:
+        pretrained.load("sudoku4-itrsa")
+    assert "weights_only" not in str(caught.value)
+
+
+def test_a_damaged_record_is_named(package):
+    (package / "sudoku4-akorn.json").write_text('{"name": "sudoku4-akorn", "model": {')
+    with pytest.raises(ValueError, match=r"^pretrained model 'sudoku4-akorn': its record .* is damaged \(not JSON"):
+        pretrained.info("sudoku4-akorn")
+    record = json.loads((package / "sudoku4-itrsa.json").read_text())
+    del record["sha256"]
+    (package / "sudoku4-itrsa.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match=r"^pretrained model 'sudoku4-itrsa': its record has no sha256"):
+        pretrained.load("sudoku4-itrsa")
+
+
+@pytest.mark.parametrize("device, says", [("tpu", "is not a valid torch device"), ("meta", "is not supported"),
+                                          ("cuda:99", "")])
+def test_bad_devices_are_refused_naming_the_model(device, says):
+    with pytest.raises(ValueError, match=rf"^pretrained model 'sudoku4-itrsa': device='{device}'.*{says}"):
+        pretrained.load("sudoku4-itrsa", device=device)

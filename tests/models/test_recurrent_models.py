@@ -139,3 +139,38 @@ def test_a_warm_up_moves_the_exponent_by_hundredths_and_leaves_the_normalised_mo
     assert all(abs(r["shift"]) >= 0.02 for r in readings.values()), readings
     assert all(abs(readings[name]["warm"]) < 0.05 for name in ("itrsa", "akorn-rmsnorm")), readings
     assert readings["itrsa-nonorm"]["warm"] > 0.1, readings  # chaotic: its value moves with the last bits
+
+
+_OSCILLATOR_SCRIPT = r"""
+from energylab.experiments import recurrent as exp
+for omega in (float("nan"), float("inf"), -float("inf")):
+    try:
+        exp.oscillator_eigenvalues(omega)
+        print("returned")
+    except ValueError as err:
+        print(err)
+"""
+
+
+def test_oscillator_eigenvalues_refuse_a_non_finite_omega_before_lapack():
+    """ω = NaN crashed Python inside LAPACK (segfault) and ω = inf hung it: run in a child process, which must end
+    with one message per ω."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _OSCILLATOR_SCRIPT], cwd=root, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.splitlines() == [f"omega must be a finite number in (-inf, inf), got {w}"
+                                        for w in ("nan", "inf", "-inf")]
+    with pytest.raises(ValueError, match=r"^dim must be an even int >= 2 \(Ω rotates channel pairs\), got 5$"):
+        exp.oscillator_eigenvalues(0.1, dim=5)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"omega": float("nan")}, "omega"), ({"gamma": float("inf")}, "gamma")])
+def test_kuramoto_layer_refuses_non_finite_constants(kwargs, name):
+    with pytest.raises(ValueError, match=rf"^{name} must be a finite number in \(-inf, inf\), got "):
+        recurrent.KuramotoLayer(8, 2, **kwargs)
