@@ -69,7 +69,7 @@ class Config:
 FULL_RUNS = (
     NTRun("N16T2-16", 16, 2, 16, 3000, paper="EA reaches 100% after about 2000 epochs"),
     NTRun("N16T2-32", 16, 2, 32, 2000, paper="both plateau near 0.55; EA escapes slowly"),
-    NTRun("N16T2-52", 16, 2, 52, 1000, paper="EA 100%; DPA below 100%"),
+    NTRun("N16T2-52", 16, 2, 52, 1000, paper="EA 100%; DPA trapped near 0.55 (100% only from N_con 56)"),
     NTRun("N16T2-56", 16, 2, 56, 1000, paper="both 100%"),
     NTRun("N2T5-16", 2, 5, 16, 2000, paper="DPA stalls near 0.5 far longer than EA; 802 parameters"),
     NTRun("N16T5-128", 16, 5, 128, 4000, paper="both plateau near 0.2; EA escapes"),
