@@ -339,7 +339,7 @@ def test_a_nan_gradient_behind_a_finite_loss_stops_before_the_checkpoint_is_over
     with pytest.raises(TrainingDiverged, match=r"gradient is NaN.*step 3\)") as err:
         train(model, loss_fn, batches, cfg, out_dir=str(tmp_path))
     assert err.value.step == 3
-    saved = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    saved = torch.load(tmp_path / CHECKPOINT, weights_only=True)  # what runs.load_checkpoint reads
     assert saved["step"] == 3 and all(torch.isfinite(t).all() for t in saved["model"].values())
     assert torch.isfinite(model.weight).all()  # the bad step changed nothing
 
@@ -356,7 +356,7 @@ def test_the_ensemble_stops_on_a_nan_gradient_too(tmp_path):
     with pytest.raises(TrainingDiverged, match="gradient is NaN"):
         train_ensemble(lambda s: torch.nn.Linear(2, 1), loss_fn, lambda step, seed: batches(step), cfg, [0, 1],
                        out_dir=str(tmp_path))
-    saved = torch.load(tmp_path / CHECKPOINT, weights_only=False)
+    saved = torch.load(tmp_path / CHECKPOINT, weights_only=True)  # what runs.load_checkpoint reads
     assert saved["step"] == 3 and all(torch.isfinite(t).all() for t in saved["params"].values())
 
 
