@@ -80,6 +80,10 @@ def test_hyperset_energies_along_the_iterations(league):
         3175.6, 3091.9, 3409.6, 3858.9, 3955.5)
     assert (round(ang[0], 1), round(ang[1], 1), round(ang[16], 1), round(ang[32])) == (80.5, 85.3, 40.5, 34)
     assert (round(m["feedforward"][0], 1), round(m["feedforward"][8], 1)) == (-1322.7, -1950.1)
+    r = m["effective_rank"]
+    assert max(range(9), key=a.__getitem__) == 6 and round(a[6], 1) == 3426.1 and a[6] > a[7] > a[8]  # peak at 6
+    assert all(ang[t] > ang[t + 1] for t in range(1, 8))  # the angle falls at every step from the second on
+    assert min(range(9), key=r.__getitem__) == 5 and r[5] < r[6] < r[7] < r[8] < r[0]  # falls, climbs back part way
 
 
 def test_sudoku_league_replays_its_first_50_steps_for_every_layer(league):
