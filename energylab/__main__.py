@@ -1,21 +1,23 @@
 """Command line: train an experiment at any profile, or list them.
 
     python -m energylab list [--long]
-    python -m energylab run <experiment> --profile PROFILE --device auto|cpu|cuda --out DIR [--resume]
-                                         [--set field=value ...] [--commit [NAME]]
-    torchrun --nproc_per_node=K -m energylab run <experiment> ...   # DistributedDataParallel, one GPU per rank
+    python -m energylab run <experiment> --profile PROFILE --device auto|cpu|cuda
+                            --out DIR [--resume] [--set field=value ...] [--commit [NAME]]
+    torchrun --nproc_per_node=K -m energylab run <experiment> ...   # DDP, one GPU per rank
 
-``list`` shows each experiment's chapter, profiles (its ``PROFILES``: every experiment has quick and full) and
-cost. ``run`` writes ``DIR/run.json`` (experiment and config), checkpoints and, when it has finished,
-``DIR/results.json``; a notebook reads the latter with ``energylab.experiments.load_or_run(name, profile,
-out_dir=DIR, **overrides)``. A fresh run refuses a DIR that already holds a run; ``--resume`` continues one only
-under the same config. Errors (bad values, divergence, Ctrl-C) print one line ``error: ...`` to stderr and exit
-non-zero (2: bad input, 1: training diverged, 130: interrupted); results.json is then not written, checkpoints
-already written are kept (and named), and a run that saved nothing leaves no folder behind.
+``list`` shows each experiment's chapter, profiles (its ``PROFILES``: every experiment has
+quick and full) and cost. ``run`` writes ``DIR/run.json`` (experiment and config), checkpoints
+and, when it has finished, ``DIR/results.json``; a notebook reads the latter with
+``energylab.experiments.load_or_run(name, profile, out_dir=DIR, **overrides)``. A fresh run
+refuses a DIR that already holds a run; ``--resume`` continues one only under the same config.
+Errors (bad values, divergence, Ctrl-C) print one line ``error: ...`` to stderr and exit
+non-zero (2: bad input, 1: training diverged, 130: interrupted); results.json is then not
+written, checkpoints already written are kept (and named), and a run that saved nothing leaves
+no folder behind.
 
-``--commit`` also writes the results, with the machine, date, git commit and wall-clock time, to
-``results/<experiment>/<NAME>.json`` (NAME defaults to the profile): the committed medium/full results a chapter
-shows beside its live quick run (:mod:`energylab.committed`).
+``--commit`` also writes the results, with the machine, date, git commit and wall-clock time,
+to ``results/<experiment>/<NAME>.json`` (NAME defaults to the profile): the committed
+medium/full results a chapter shows beside its live quick run (:mod:`energylab.committed`).
 """
 from __future__ import annotations
 

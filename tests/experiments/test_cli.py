@@ -318,3 +318,14 @@ def test_resume_commit_refuses_a_run_trained_under_other_numerics(toy, tmp_path,
         json.dump(record, f)
     assert _run_toy(out, "--resume", "--commit") == 0  # the same numerics throughout: committed
     assert os.path.exists(tmp_path / "results" / "toy" / "full.json")
+
+
+def test_help_fits_a_terminal_of_100_columns():
+    """Issue 54: the top-level --help had 9 lines of 101-112 columns."""
+    import subprocess
+    import sys
+
+    for args in ([], ["run"], ["list"]):
+        out = subprocess.run([sys.executable, "-m", "energylab", *args, "--help"], capture_output=True, text=True,
+                             check=True, env={**__import__("os").environ, "COLUMNS": "100"}).stdout
+        assert max(len(line) for line in out.splitlines()) <= 100, args
