@@ -50,9 +50,8 @@ def _main(argv: list[str] | None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="experiments, their chapter, profiles and estimated cost")
-    listing.add_argument("--long", action="store_true",
-                         help="the whole cost text and each experiment's description, wrapped (default: one "
-                         f"line per profile, cut at {LIST_WIDTH} columns)")
+    listing.add_argument("experiment", nargs="?", default=None, help="only this experiment")
+    listing.add_argument("--long", action="store_true", help="also each experiment's description")
     run = sub.add_parser("run", help="train an experiment")
     run.add_argument("experiment")
     run.add_argument("--profile", default="quick", help="one of the experiment's profiles, as `list` shows them "
@@ -87,7 +86,12 @@ def _main(argv: list[str] | None) -> int:
     out = None if args.command == "list" else (args.out or f"results/{args.experiment}-{args.profile}")
     try:
         if args.command == "list":
-            print(format_listing(experiments.describe(), long=args.long))
+            rows = experiments.describe()
+            if args.experiment is not None:
+                rows = [r for r in rows if r["experiment"] == args.experiment]
+                if not rows:
+                    raise ValueError(f"unknown experiment {args.experiment!r}; `python -m energylab list` names them")
+            print(format_listing(rows, long=args.long))
             return 0
         from energylab.train import init_distributed
 
@@ -191,8 +195,8 @@ LIST_WIDTH = 100  # a terminal's columns that `list` keeps to
 def format_listing(rows: list[dict], long: bool = False, width: int = LIST_WIDTH) -> str:
     """``describe()`` rows as lines of at most ``width`` characters: experiment, chapter number, profile, cost.
 
-    Short form: one line per profile, the cost cut with an ellipsis where it would pass ``width``. Long form: the
-    experiment's description under its name, then every profile with its whole cost, wrapped under the cost column.
+    Every profile with its whole cost, wrapped under the cost column (a reader wants all of it); the long form
+    also puts each experiment's description under its name.
     """
     import textwrap
 
@@ -204,16 +208,13 @@ def format_listing(rows: list[dict], long: bool = False, width: int = LIST_WIDTH
     indent = name_w + chap_w + prof_w + 6
     room = width - indent
     head = f"{'experiment'.ljust(name_w)}  {'chapter'.ljust(chap_w)}  {'profile'.ljust(prof_w)}  cost"
-    lines = [head + ("" if long else "  (--long: all of it)"), "-" * min(width, indent + room)]
+    lines = [head + ("" if long else "  (--long: with descriptions)"), "-" * min(width, indent + room)]
     shown = None
     for r in rows:
         chapter = str(chapter_number(r["chapter"]))
         first = f"{r['experiment'].ljust(name_w)}  {chapter.rjust(len('chapter'))}  {r['profile'].ljust(prof_w)}  "
         cost = " ".join(str(r["cost"]).split())
-        if not long:
-            lines.append(first + (cost if len(cost) <= room else cost[:room - 1].rstrip() + "…"))
-            continue
-        if r["experiment"] != shown and r.get("about"):
+        if long and r["experiment"] != shown and r.get("about"):
             shown = r["experiment"]
             lines += textwrap.wrap(f"{r['about']} (notebooks/{r['chapter']}.ipynb)", width,
                                    initial_indent=f"{r['experiment']}: ",

@@ -61,12 +61,16 @@ def test_list_fits_a_100_column_terminal(capsys):
     long = capsys.readouterr().out.splitlines()
     assert LIST_WIDTH == 100
     assert max(map(len, short)) <= 100 and max(map(len, long)) <= 100
-    assert any(line.endswith("…") for line in short)  # some cost text is long enough to be cut ...
+    assert not any(line.endswith("…") for line in short)  # issue 54: no cost is cut, in either form
     words = lambda lines: " ".join(" ".join(lines).split())  # noqa: E731
     from energylab import experiments
 
-    for row in experiments.describe():  # ... and --long shows all of it
-        assert " ".join(row["cost"].split()) in words(long), row
+    for row in experiments.describe():
+        assert " ".join(row["cost"].split()) in words(short) and " ".join(row["cost"].split()) in words(long), row
+    assert main(["list", "lis"]) == 0
+    one = capsys.readouterr().out
+    assert "lis " in one and "sudoku" not in one
+    assert main(["list", "nope"]) == 2
 
 
 spec_r = importlib.util.spec_from_file_location("reader_notebooks", ROOT / "scripts" / "reader_notebooks.py")
