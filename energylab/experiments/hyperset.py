@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from energylab._checks import check_int, check_tensor
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
 from energylab.batches import EpochOrder
@@ -93,6 +94,11 @@ COST = {
 
 def patches(images: torch.Tensor, patch: int) -> torch.Tensor:
     """(B, C, H, W) -> (B, (H/p)(W/p), C p²): non-overlapping p × p patches in row-major order."""
+    check_tensor("images", images, 4, layout="(B, C, H, W)")
+    patch = check_int("patch", patch, minimum=1)
+    if images.shape[2] % patch or images.shape[3] % patch:
+        raise ValueError(f"patch={patch} must divide the image height and width, got images of shape "
+                         f"{tuple(images.shape)}")
     B, C, H, W = images.shape
     x = images.unfold(2, patch, patch).unfold(3, patch, patch)  # (B, C, H/p, W/p, p, p)
     return x.permute(0, 2, 3, 1, 4, 5).reshape(B, (H // patch) * (W // patch), C * patch * patch)

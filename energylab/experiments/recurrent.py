@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from energylab._checks import check_int, check_interval
+from energylab._checks import check_int, check_interval, check_positive
 from energylab.experiments import sudoku
 from energylab.jacobians import (
     check_finite_matrix,
@@ -130,6 +130,8 @@ def jacobian_norms(tokens, dim: int = 32, heads: int = 4, scale: float = 4.0, se
     Random Gaussian tokens of RMS ``scale`` (paper 003 uses text tokens; we use random ones), an initialised
     (untrained) MSA, float64. One row per N: {"tokens", "plain", "normalised"}.
     """
+    scale = check_positive("scale", scale, scalar=True)  # a NaN scale gave NaN norms without a word
+    tokens = [check_int("tokens[]", n, minimum=1) for n in tokens]
     torch.manual_seed(seed)
     msa = recurrent.MSA(dim, heads).double()
     norm = torch.nn.RMSNorm(dim).double()
@@ -175,6 +177,7 @@ def train_model(config: Config, spec: str, train_data, out_dir: str | None = Non
 
 def perturbed(model, factor: str, scale: float):
     """A copy of ``model`` with the input c, the value map W_V or the step (η / γ) multiplied by ``scale``."""
+    scale = check_interval("scale", scale)  # finite: a NaN scale made every weight it touched NaN
     model = copy.deepcopy(model)
     with torch.no_grad():
         if factor == "input":

@@ -33,7 +33,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from energylab._checks import check_int, check_positive, check_tensor
+from energylab._checks import (
+    check_bool,
+    check_count,
+    check_divides,
+    check_instance,
+    check_int,
+    check_positive,
+    check_tensor,
+)
 from energylab.forms.local import local_energies
 from energylab.portable import exact_sqrt
 from energylab.sphere import normalize
@@ -72,6 +80,7 @@ def correlation_couplings(x: torch.Tensor) -> torch.Tensor:
     is J proportional to C, a Hebbian rule.
     """
     check_tensor("x", x, 3)
+    check_count("x", x, 0, what="sample", why="a mean over no samples is NaN")
     n = x.shape[1]
     off = 1.0 - torch.eye(n, dtype=x.dtype, device=x.device).reshape(n, n, 1, 1)
     return torch.einsum("bid,bje->ijde", x, x) / x.shape[0] * off
@@ -87,8 +96,12 @@ class BareSelfAttention(nn.Module):
 
     def __init__(self, config: AttractorConfig, generator: torch.Generator | None = None):
         super().__init__()
+        check_instance("config", config, AttractorConfig)
         n, a, d = config.n_tokens, config.patch_pixels, config.dim
-        check_int("n_tokens", n, minimum=2)  # each token's local energy is a softmax over the others
+        check_int("n_tokens", n, minimum=2)
+        check_int("patch_pixels", a, minimum=1)
+        check_int("dim", d, minimum=2)
+        check_bool("drop_masked", config.drop_masked)  # each token's local energy is a softmax over the others
         if config.init not in ("code", "paper"):
             raise ValueError(f"init must be 'code' or 'paper', got {config.init!r}")
         for name in ("lam_train", "lam_test", "eta"):
@@ -110,10 +123,13 @@ class BareSelfAttention(nn.Module):
     def embed(self, spins: torch.Tensor) -> torch.Tensor:
         """x_i = F s_i: (B, N, 2a) -> (B, N, d). Pixel spins land on the unit sphere; zero spins stay zero."""
         check_tensor("spins", spins, 3)
+        _check_shape("spins", spins, (self.config.n_tokens, self.F.shape[1]), "(B, N, 2a)")
         return torch.einsum("de,bne->bnd", self.F, spins)
 
     def de_embed(self, x: torch.Tensor) -> torch.Tensor:
         """s_i = a F^T x_i: (B, N, d) -> (B, N, 2a), the exact inverse of :meth:`embed` on its image."""
+        check_tensor("x", x, 3)
+        _check_shape("x", x, (self.config.n_tokens, self.F.shape[0]), "(B, N, d)")
         return self.config.patch_pixels * torch.einsum("de,bnd->bne", self.F, x)
 
     def energies(self, x: torch.Tensor, lam: float | None = None) -> torch.Tensor:
@@ -130,6 +146,12 @@ class BareSelfAttention(nn.Module):
         e = self.energies(self.embed(spins))
         if sites is None:
             return e
+        if not isinstance(sites, torch.Tensor) or sites.is_floating_point() or sites.dtype == torch.bool:
+            raise TypeError(f"sites must be an integer tensor of token indices, "
+                            f"got {getattr(sites, 'dtype', type(sites).__name__)}")
+        if sites.shape != e.shape[:1]:
+            raise ValueError(f"sites must have shape ({e.shape[0]},) (one token index per image), "
+                             f"got {tuple(sites.shape)}")
         return e[torch.arange(e.shape[0], device=e.device), sites]
 
     @torch.no_grad()
@@ -184,6 +206,19 @@ class BareSelfAttention(nn.Module):
         return torch.stack(traj)
 
 
+def _check_shape(name: str, x: torch.Tensor, tail: tuple[int, int], layout: str) -> None:
+    """x's last two dims must be ``tail`` (tokens and channels)."""
+    if tuple(x.shape[1:]) != tail:
+        raise ValueError(f"{name} must have shape {layout} = (B, {tail[0]}, {tail[1]}), got {tuple(x.shape)}")
+
+
+def _check_sizes(n_tokens, patch_pixels, width, heads, mlp) -> None:
+    """The baselines' sizes: positive ints, heads dividing the width."""
+    for name, value in (("n_tokens", n_tokens), ("patch_pixels", patch_pixels), ("width", width), ("mlp", mlp)):
+        check_int(name, value, minimum=1)
+    check_divides("heads", heads, width)
+
+
 def _encoder_layer(width: int, heads: int, mlp: int) -> nn.TransformerEncoderLayer:
     """One pre-LN block, u = SA(LN(x)) + x, x <- MLP(LN(u)) + u (paper eqs. 8-9; dropout off, GELU)."""
     return nn.TransformerEncoderLayer(width, heads, mlp, dropout=0.0, activation="gelu", batch_first=True,
@@ -196,6 +231,7 @@ class _PixelTransformer(nn.Module):
 
     def _embed(self, spins: torch.Tensor) -> torch.Tensor:
         check_tensor("spins", spins, 3)
+        _check_shape("spins", spins, (self.pos.shape[0], self.embed.in_features), "(B, N, 2a)")
         return self.embed(spins) + self.pos  # (B, N, width)
 
     def _read(self, x: torch.Tensor) -> torch.Tensor:
@@ -213,6 +249,7 @@ class RecurrentBlock(_PixelTransformer):
 
     def __init__(self, n_tokens: int, patch_pixels: int, width: int = 32, heads: int = 2, mlp: int = 64):
         super().__init__()
+        _check_sizes(n_tokens, patch_pixels, width, heads, mlp)
         self.embed = nn.Linear(2 * patch_pixels, width)  # spins (2a) -> width
         self.pos = nn.Parameter(0.02 * torch.randn(n_tokens, width))  # (N, width)
         self.block = _encoder_layer(width, heads, mlp)
@@ -246,6 +283,7 @@ class PatchViT(_PixelTransformer):
                  layers: int = 5):
         super().__init__()
         check_int("layers", layers, minimum=1)
+        _check_sizes(n_tokens, patch_pixels, width, heads, mlp)
         self.embed = nn.Linear(2 * patch_pixels, width)
         self.pos = nn.Parameter(0.02 * torch.randn(n_tokens, width))
         self.blocks = nn.ModuleList(_encoder_layer(width, heads, mlp) for _ in range(layers))

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import kernels
-from energylab._checks import check_count, check_divides
+from energylab._checks import check_bool, check_count, check_divides, check_int, check_number, check_positive
 from energylab.forms import hyperspherical as hs
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
@@ -71,6 +71,24 @@ FEEDFORWARDS = {"relu": hyperset_feedforward_energy, "softmax": softmax_feedforw
 
 def sinusoidal_embedding(t: torch.Tensor, width: int) -> torch.Tensor:
     """[cos(t ω_k), sin(t ω_k)], ω_k = 10000^(−k/(width/2)): (...) -> (..., width) (width even)."""
+    if not isinstance(t, torch.Tensor) or t.is_complex() or t.dtype == torch.bool:
+        raise TypeError(f"t must be a real torch.Tensor of positions, got {getattr(t, 'dtype', type(t).__name__)}")
+    width = _check_width("width", width)
+    if t.is_floating_point() and not torch.isfinite(t).all():
+        raise ValueError("t contains NaN or inf")
+    return _sinusoidal(t, width)
+
+
+def _check_width(name: str, width) -> int:
+    """An even int >= 2: the width of a sinusoidal embedding (cos and sin of width/2 frequencies)."""
+    width = check_int(name, width, minimum=2)
+    if width % 2:
+        raise ValueError(f"{name} must be an even int >= 2 (cos and sin of width/2 frequencies), got {width}")
+    return width
+
+
+def _sinusoidal(t: torch.Tensor, width: int) -> torch.Tensor:
+    """:func:`sinusoidal_embedding` without the checks (the step sizes check their Python t once, on the host)."""
     half = width // 2
     omega = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64) / half)
     args = t.double().unsqueeze(-1) * omega.to(t.device)
@@ -87,7 +105,9 @@ class StepSizes(nn.Module):
 
     def __init__(self, dim: int, time_dim: int | None = None, zero_all: bool = False):
         super().__init__()
-        self.time_dim = time_dim or dim + dim % 2
+        dim = check_int("dim", dim, minimum=1)
+        check_bool("zero_all", zero_all)
+        self.time_dim = dim + dim % 2 if time_dim is None else _check_width("time_dim", time_dim)
         self.time = nn.Sequential(nn.Linear(self.time_dim, dim), nn.GELU(), nn.Linear(dim, dim))
         self.out = nn.Linear(dim, 2 * dim)
         # zero_all=True: the authors' Sudoku initialisation, the saddle (layer "hyperset-zeroinit", for comparison)
@@ -96,7 +116,10 @@ class StepSizes(nn.Module):
             nn.init.zeros_(lin.bias)
 
     def forward(self, t: int, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        e = sinusoidal_embedding(torch.tensor(float(t), device=u.device), self.time_dim).to(u.dtype)
+        t = check_number("t", t)  # a Python number, checked on the host: no device sync per iteration
+        if not math.isfinite(t):
+            raise ValueError(f"t must be a finite iteration number, got {t}")
+        e = _sinusoidal(torch.tensor(t, device=u.device), self.time_dim).to(u.dtype)
         c = self.time(e)  # (d,)
         return self.out(F.gelu(c + F.rms_norm(u, (u.shape[-1],)))).chunk(2, dim=-1)
 
@@ -121,14 +144,19 @@ class HyperSETLayer(nn.Module):
         super().__init__()
         if condition not in ("x0", "xt"):
             raise ValueError(f"condition must be 'x0' or 'xt', got {condition!r}")
+        dim, ffn_mult = check_int("dim", dim, minimum=1), check_int("ffn_mult", ffn_mult, minimum=1)
+        lora_rank = check_int("lora_rank", lora_rank, minimum=0)
+        lora_iterations = check_int("lora_iterations", lora_iterations, minimum=1)
+        step = None if step is None else check_positive("step", step, scalar=True)  # fixed step sizes α = γ
+        eps = check_positive("eps", eps, allow_zero=True, scalar=True)  # the RMSNorm ε: NaN made every state NaN
+        for flag, value in (("gains", gains), ("zero_init_all", zero_init_all), ("inject", inject)):
+            check_bool(flag, value)
         self.condition = condition
         self.inject = inject  # add the injected input c before each iteration (not the paper's layer; a probe)
         self.head_dim = dim // check_divides("heads", heads, dim)
         if attention not in ATTENTIONS or feedforward not in FEEDFORWARDS:
             raise ValueError(f"attention must be one of {sorted(ATTENTIONS)} and feedforward one of "
                              f"{sorted(FEEDFORWARDS)}, got {attention!r} and {feedforward!r}")
-        if lora_rank < 0 or lora_iterations < 1:
-            raise ValueError(f"need lora_rank >= 0 and lora_iterations >= 1, got {lora_rank} and {lora_iterations}")
         self.dim, self.heads, self.hidden = dim, heads, ffn_mult * dim
         self.attention, self.feedforward, self.step, self.eps = attention, feedforward, step, eps
         self.beta = 1 / math.sqrt(self.head_dim)
@@ -225,8 +253,19 @@ class HyperSETLayer(nn.Module):
         with E_ATTN at the states it splits each change of E_ATTN between the two halves."""
         return [self.energies(self.half_step(states[t - 1], t, x0=x0), t)["attention"] for t in range(1, len(states))]
 
+    def _check_states(self, x) -> None:
+        """x must be a floating (B, N, d) tensor: shape and dtype only (no test of the values, which would
+        synchronise a device on every iteration)."""
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise TypeError(f"x must be a floating-point torch.Tensor of states (B, N, d), "
+                            f"got {getattr(x, 'dtype', type(x).__name__)}")
+        if x.dim() != 3 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have shape (B, N, d={self.dim}), got {tuple(x.shape)}")
+
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None, t: int = 1,
                 x0: torch.Tensor | None = None) -> torch.Tensor:
+        self._check_states(x)
+        check_int("t", t, minimum=1)  # the iteration, 1..T
         if self.inject and c is not None:
             x = x + c
         alpha, gamma = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
@@ -236,6 +275,7 @@ class HyperSETLayer(nn.Module):
     # ------------------------------------------------------------------ hooks (no side effects)
     def normalised(self, x: torch.Tensor, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(Z (B, H, N, d_h), U (B, N, M)): the projections on their spheres, without gains."""
+        self._check_states(x)
         W, D = self.weights(t)
         return _rms(self.projections(x, W), None, self.eps), _rms(x @ D, None, self.eps)
 
@@ -286,8 +326,11 @@ class HyperSET(nn.Module):
     def __init__(self, patch_dim: int, n_patches: int, classes: int, dim: int = 32, heads: int = 4,
                  ffn_mult: int = 4, iterations: int = 4, layer: str = "hyperset"):
         super().__init__()
-        if layer not in LAYERS:
+        if not isinstance(layer, str) or layer not in LAYERS:
             raise ValueError(f"unknown layer {layer!r}; registered: {', '.join(sorted(LAYERS))}")
+        for name, value in (("patch_dim", patch_dim), ("n_patches", n_patches), ("classes", classes), ("dim", dim),
+                            ("ffn_mult", ffn_mult), ("iterations", iterations)):
+            check_int(name, value, minimum=1)
         self.iterations, self.layer_name = iterations, layer
         self.embed = nn.Linear(patch_dim, dim, bias=False)
         self.cls = nn.Parameter(torch.randn(1, 1, dim))
@@ -303,14 +346,21 @@ class HyperSET(nn.Module):
 
     def inputs(self, patches: torch.Tensor) -> torch.Tensor:
         """x_0 = [CLS; patches W_eᵀ] + P: (B, N, p) -> (B, N + 1, d)."""
+        if not isinstance(patches, torch.Tensor) or not patches.is_floating_point():
+            raise TypeError(f"patches must be a floating-point torch.Tensor (B, N, p), "
+                            f"got {getattr(patches, 'dtype', type(patches).__name__)}")
+        want = (self.pos.shape[0] - 1, self.embed.in_features)
+        if patches.dim() != 3 or tuple(patches.shape[1:]) != want:
+            raise ValueError(f"patches must have shape (B, N={want[0]}, p={want[1]}), got {tuple(patches.shape)}")
         x = self.embed(patches)
         return torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
 
     def states(self, patches: torch.Tensor, iterations: int | None = None):
         """Yield (t, x_t) for t = 1..T."""
+        iterations = self.iterations if iterations is None else check_int("iterations", iterations, minimum=1)
         x0 = self.inputs(patches)
         x, takes_step = x0, getattr(self.layer, "takes_step", False)
-        for t in range(1, (iterations or self.iterations) + 1):
+        for t in range(1, iterations + 1):
             x = self.layer(x, None, t=t, x0=x0) if takes_step else self.layer(x, None)
             yield t, x
 

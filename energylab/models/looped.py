@@ -30,6 +30,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from energylab._checks import check_bool, check_instance, check_int
 from energylab.models.block import MLP, PreNormBlock
 from energylab.modules import MultiHeadAttention
 
@@ -147,9 +148,13 @@ class LoopedModel(nn.Module):
 
     def __init__(self, config: LoopedConfig):
         super().__init__()
+        check_instance("config", config, LoopedConfig)
         builder = layer_builder(config.layer)
         if not isinstance(config.iterations, int) or config.iterations < 1:
             raise ValueError(f"iterations must be a positive int, got {config.iterations!r}")
+        for name, least in (("size", 2), ("dim", 1), ("heads", 1), ("ffn_mult", 1)):
+            check_int(f"config.{name}", getattr(config, name), minimum=least)
+        check_bool("config.inject", config.inject)
         self.config = config
         n, d = config.size, config.dim
         self.embed = nn.Embedding(n + 1, d)  # token 0 = blank, 1..n = digits
@@ -162,6 +167,9 @@ class LoopedModel(nn.Module):
 
     def inputs(self, tokens: torch.Tensor) -> torch.Tensor:
         """c = Embed(tokens) + P: (B, N) ints in 0..n -> (B, N, d)."""
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"tokens must be an int64 (or int32) tensor of digits 0..{self.config.size} (0 = blank), "
+                            f"got {getattr(tokens, 'dtype', type(tokens).__name__)}")
         if tokens.dim() != 2 or tokens.shape[1] != self.pos.shape[0]:
             raise ValueError(f"tokens must have shape (B, {self.pos.shape[0]}), got {tuple(tokens.shape)}")
         return self.embed(tokens) + self.pos

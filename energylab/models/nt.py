@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from energylab._checks import check_bool, check_instance, check_int
 from energylab.forms.expressive import expressive_weights
 from energylab.forms.free_energy import dot_product_weights
 from energylab.tasks import one_hot
@@ -44,10 +45,13 @@ class NTModel(nn.Module):
 
     def __init__(self, config: NTModelConfig):
         super().__init__()
+        check_instance("config", config, NTModelConfig)
         if config.attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {config.attention!r}")
-        if config.N < 2 or config.n_con < 1 or config.ffn_mult < 1:
-            raise ValueError(f"need N >= 2, n_con >= 1, ffn_mult >= 1, got {config}")
+        for name, least in (("N", 2), ("n_con", 1), ("ffn_mult", 1)):
+            check_int(f"config.{name}", getattr(config, name), minimum=least)
+        for name in ("per_position", "affine"):
+            check_bool(f"config.{name}", getattr(config, name))
         self.config = config
         d, n, h = config.N, config.n_con, config.ffn_mult * config.N
         p = n if config.per_position else 1  # number of independent weight sets
@@ -94,11 +98,28 @@ def squared_error(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     Averaged over the d outputs as well as the batch (PyTorch's ``MSELoss`` default); summing over d instead
     multiplies the gradient by d and makes SGD at the paper's lr 0.02 diverge for N = 16.
     """
+    _check_scores(out, targets)
     return ((out - one_hot(targets, out.shape[-1], out.dtype)) ** 2).mean()
 
 
 def accuracy(out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Fraction of greedy (argmax) predictions equal to the target, as a 0-d float tensor."""
+    _check_scores(out, targets)
     return (out.argmax(-1) == targets).to(out.dtype).mean()
 
 
+
+
+def _check_scores(out, targets) -> None:
+    """out (B, d) floating scores and targets (B,) integer symbols, B >= 1 (shapes and dtypes only: no values read
+    back, the loss is on the training path). A mean over no rows was NaN without a word."""
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        raise TypeError(f"out must be a floating-point torch.Tensor of scores (B, d), "
+                        f"got {getattr(out, 'dtype', type(out).__name__)}")
+    if not isinstance(targets, torch.Tensor) or targets.is_floating_point() or targets.is_complex() \
+            or targets.dtype == torch.bool:
+        raise TypeError(f"targets must be an integer torch.Tensor of symbols (B,), "
+                        f"got {getattr(targets, 'dtype', type(targets).__name__)}")
+    if out.dim() != 2 or targets.shape != out.shape[:1] or out.shape[0] == 0:
+        raise ValueError(f"out must have shape (B, d) and targets (B,) with B >= 1, got {tuple(out.shape)} and "
+                         f"{tuple(targets.shape)}")

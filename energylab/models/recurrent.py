@@ -30,7 +30,7 @@ import math
 import torch
 from torch import nn
 
-from energylab._checks import check_interval
+from energylab._checks import check_bool, check_int, check_interval, check_positive
 from energylab.models.looped import register_layer
 
 __all__ = ["MSA", "ItrSA", "KuramotoLayer", "NormReadout", "oscillator_normalize", "omega_rotate",
@@ -46,6 +46,7 @@ class MSA(nn.Module):
 
     def __init__(self, dim: int, heads: int):
         super().__init__()
+        dim, heads = check_int("dim", dim, minimum=1), check_int("heads", heads, minimum=1)
         if dim % heads:
             raise ValueError(f"dim ({dim}) must be divisible by heads ({heads})")
         self.heads, self.dim = heads, dim
@@ -70,8 +71,10 @@ class ItrSA(nn.Module):
 
     def __init__(self, dim: int, heads: int, ffn_mult: int = 4, norm: bool = True, eta: float = 1.0):
         super().__init__()
+        eta = check_interval("eta", eta)  # finite: a NaN or infinite step made every state NaN without a word
+        check_bool("norm", norm)
         self.msa = MSA(dim, heads)
-        self.eta = nn.Parameter(torch.tensor(float(eta)))  # learnable step η (paper 003: init 1)
+        self.eta = nn.Parameter(torch.tensor(eta))  # learnable step η (paper 003: init 1)
         self.norm = nn.RMSNorm(dim) if norm else nn.Identity()
 
     def drive(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
@@ -85,8 +88,21 @@ class ItrSA(nn.Module):
     step = forward
 
 
+def _check_oscillators(x, n) -> int:
+    """n: an int >= 1 dividing the last dim of the floating tensor x; shapes and dtype only, no values."""
+    n = check_int("n", n, minimum=1)
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+    if x.dim() < 1 or x.shape[-1] % n:
+        raise ValueError(f"the last dim of x must be a multiple of the oscillator size n={n}, got shape "
+                         f"{tuple(x.shape)}")
+    return n
+
+
 def oscillator_normalize(x: torch.Tensor, n: int, eps: float = 1e-12) -> torch.Tensor:
     """Π: every block of n consecutive channels scaled to unit norm. x (..., d) with n | d -> (..., d)."""
+    _check_oscillators(x, n)
+    eps = check_positive("eps", eps, scalar=True)
     blocks = x.unflatten(-1, (-1, n))
     return (blocks / blocks.norm(dim=-1, keepdim=True).clamp_min(eps)).flatten(-2)
 
@@ -94,6 +110,9 @@ def oscillator_normalize(x: torch.Tensor, n: int, eps: float = 1e-12) -> torch.T
 def omega_rotate(x: torch.Tensor, omega) -> torch.Tensor:
     """Ω x with Ω block-diagonal, one 2 × 2 block [[0, ω], [−ω, 0]] per channel pair (AKOrN's Omega layer):
     (x_0, x_1) ↦ (ω x_1, −ω x_0). x (..., d), d even; omega a scalar or (d/2,)."""
+    _check_oscillators(x, 2)  # channel pairs
+    if not isinstance(omega, torch.Tensor):  # a tensor (a buffer, on the training path) is not read back here
+        check_interval("omega", omega)
     pairs = x.unflatten(-1, (-1, 2))
     return torch.stack((omega * pairs[..., 1], -omega * pairs[..., 0]), dim=-1).flatten(-2)
 
@@ -103,6 +122,12 @@ def akorn_reference_step(x, y, gamma, n: int):
 
     x: (..., d) unit oscillators, y the stimulus plus coupling. Equals Π(x + γ/(1+γ) (y − ⟨y,x⟩x)).
     """
+    _check_oscillators(x, n)
+    if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+        raise ValueError(f"y must be a tensor of x's shape {tuple(x.shape)}, got "
+                         f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
+    if not isinstance(gamma, torch.Tensor):
+        check_interval("gamma", gamma)
     blocks_x, blocks_y = x.unflatten(-1, (-1, n)), y.unflatten(-1, (-1, n))
     tangent = blocks_y - (blocks_x * blocks_y).sum(-1, keepdim=True) * blocks_x
     return oscillator_normalize((blocks_x + gamma * (blocks_x + tangent)).flatten(-2), n)
@@ -120,6 +145,8 @@ class KuramotoLayer(nn.Module):
     def __init__(self, dim: int, heads: int, ffn_mult: int = 4, n: int = 4, omega: float | None = 0.1,
                  gamma: float = 1.0, rmsnorm: bool = False):
         super().__init__()
+        dim, n = check_int("dim", dim, minimum=1), check_int("n", n, minimum=2)
+        check_bool("rmsnorm", rmsnorm)
         if dim % n or n % 2:
             raise ValueError(f"oscillator size n ({n}) must be even and divide dim ({dim})")
         gamma = check_interval("gamma", gamma)  # finite: a NaN one made every state NaN without a word
@@ -157,6 +184,7 @@ class NormReadout(nn.Module):
 
     def __init__(self, dim: int, out: int, n: int):
         super().__init__()
+        dim, out, n = (check_int(name, v, minimum=1) for name, v in (("dim", dim), ("out", out), ("n", n)))
         self.n, self.lin = n, nn.Linear(dim, out * n, bias=False)
         self.bias = nn.Parameter(torch.zeros(out))
 

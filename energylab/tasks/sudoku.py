@@ -127,6 +127,8 @@ def _check_pairs(puzzles, solutions, name: str = "puzzles") -> tuple[np.ndarray,
                          f"got {p.shape} and {s.shape}")
     if p.dtype.kind not in "iu" or s.dtype.kind not in "iu":
         raise ValueError(f"{name} and solutions must be integer arrays, got {p.dtype} and {s.dtype}")
+    if len(p) == 0:
+        raise ValueError(f"{name} and solutions hold no board (n = 0): a set of boards needs at least one")
     size = p.shape[1]
     (br, bc) = SHAPES[size]
     if p.min(initial=0) < 0 or p.max(initial=0) > size:
@@ -202,7 +204,7 @@ def _load_verified(path: Path, key: str, n: int) -> tuple[np.ndarray, np.ndarray
     if not path.exists():
         return None
     try:
-        with np.load(path, allow_pickle=False) as f:
+        with open(path, "rb") as raw, np.load(raw, allow_pickle=False) as f:  # closed even when np.load fails
             puzzles, solutions = f["puzzles"], f["solutions"]
             meta = json.loads(str(f["meta"]))
         ok = (meta.get("key") == key and puzzles.shape[:1] == (n,)
@@ -317,6 +319,12 @@ def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000
     if puzzles.shape != solutions.shape:
         raise ValueError(f"{directory}: features.pt holds {len(puzzles)} boards, labels.pt {len(solutions)}")
     cut = slice(None) if split == "all" else slice(0, n_train) if split == "train" else slice(n_train, None)
+    if len(puzzles) == 0:
+        raise ValueError(f"{directory}: features.pt and labels.pt hold no board")
+    if len(puzzles[cut]) == 0:
+        raise ValueError(f"{directory}: split={split!r} holds no board: the files hold {len(puzzles)} boards and "
+                         f"n_train={n_train} (train: the first n_train, test: the rest; pass an n_train in 1.."
+                         f"{max(len(puzzles) - 1, 0)} or split='all')")
     return _dataset_of(directory, puzzles[cut], solutions[cut])
 
 

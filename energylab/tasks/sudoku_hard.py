@@ -34,13 +34,34 @@ from pathlib import Path
 
 import numpy as np
 
+from energylab._checks import check_int
+
 CATALOGUE = Path(__file__).with_name("sudoku_hard.txt")
 
 
 @functools.lru_cache(maxsize=1)
 def catalogue() -> tuple[np.ndarray, np.ndarray]:
-    """(puzzles, solutions) of the catalogue, (m, 9, 9) int64 each, sorted by givens count."""
-    rows = [line.split() for line in CATALOGUE.read_text().splitlines() if line and not line.startswith("#")]
+    """(puzzles, solutions) of the catalogue, (m, 9, 9) int64 each, sorted by givens count.
+
+    A missing, truncated or damaged catalogue is a ValueError naming the file and the first bad line; every solution
+    must be a valid grid agreeing with its puzzle."""
+    try:
+        text = CATALOGUE.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{CATALOGUE} is not a readable catalogue of hard puzzles ({type(err).__name__}: {err}); "
+                         f"reinstall energylab to restore it") from None
+    rows = []
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        r = line.split()
+        if not (len(r) == 3 and r[0].isdecimal() and all(len(x) == 81 and x.isascii() and x.isdecimal()
+                                                          for x in r[1:])):
+            raise ValueError(f"{CATALOGUE}:{line_no}: the catalogue is corrupt: expected 'givens puzzle solution' "
+                             f"with 81 digits each")
+        rows.append(r)
+    if not rows:
+        raise ValueError(f"{CATALOGUE} is corrupt: it holds no puzzle")
     rows.sort(key=lambda r: int(r[0]))
     digits = [[np.frombuffer(r[k].encode(), dtype=np.uint8).astype(np.int64) - ord("0") for r in rows] for k in (1, 2)]
     puzzles, solutions = (np.stack(d).reshape(-1, 9, 9) for d in digits)  # (m, 81) -> (m, 9, 9)
@@ -48,6 +69,12 @@ def catalogue() -> tuple[np.ndarray, np.ndarray]:
     agree = (puzzles[puzzles > 0] == solutions[puzzles > 0]).all()
     if not (np.array_equal(counts, [int(r[0]) for r in rows]) and agree):
         raise ValueError(f"{CATALOGUE} is corrupt: givens counts or solutions disagree with the puzzles")
+    from energylab.tasks.sudoku import _check_pairs  # here: energylab.tasks.sudoku imports this module lazily
+
+    try:
+        _check_pairs(puzzles, solutions)
+    except ValueError as err:
+        raise ValueError(f"{CATALOGUE} is corrupt: {err}") from None
     return puzzles, solutions
 
 
@@ -84,10 +111,9 @@ def generate_hard(n: int, givens: tuple[int, int] = (17, 34), seed: int = 0) -> 
     """
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
-    try:
-        lo, hi = (int(g) for g in givens)
-    except (TypeError, ValueError):
-        raise ValueError(f"givens must be a pair (lo, hi) of ints, got {givens!r}") from None
+    if not isinstance(givens, (tuple, list)) or len(givens) != 2:
+        raise ValueError(f"givens must be a pair (lo, hi) of ints, got {givens!r}")
+    lo, hi = (check_int(f"givens[{i}]", g) for i, g in enumerate(givens))  # 17.5 was truncated to 17
     if not 17 <= lo <= hi <= 80:
         raise ValueError(f"givens must satisfy 17 <= lo <= hi <= 80, got {givens!r}")
     if not isinstance(seed, int) or seed < 0:

@@ -151,3 +151,97 @@ def test_corrupt_rrn_files_are_named(tmp_path):
         S.load_rrn(tmp_path)
     with pytest.raises(ValueError, match=r"^limit must be an int >= 1, got 0"):
         S.load_rrn(tmp_path, limit=0)
+
+
+# ----------------------------------------------------------------------------- issue 47: damaged files, empty sets
+def _satnet_files(folder, n=2):
+    from energylab.tasks.sudoku_generate import generate
+
+    puzzles, solutions = generate(n, (30, 32), seed=0)
+    for name, boards in (("features.pt", puzzles), ("labels.pt", solutions)):
+        torch.save(torch.nn.functional.one_hot(torch.tensor(boards), 10)[..., 1:].float(), folder / name)
+
+
+def test_a_satnet_split_without_boards_is_refused(tmp_path):
+    """Before: split='test' with the default n_train=9000 on a file of 2 boards, or n_train=0, gave an empty dataset
+    without a word (and every accuracy over it NaN)."""
+    _satnet_files(tmp_path)
+    with pytest.raises(ValueError, match=rf"^{tmp_path}: split='test' holds no board: the files hold 2 boards and "
+                                         r"n_train=9000 \(train: the first n_train, test: the rest; pass an n_train in "
+                                         r"1\.\.1 or split='all'\)"):
+        S.load_satnet(tmp_path, "test")
+    with pytest.raises(ValueError, match=r"split='train' holds no board: the files hold 2 boards and n_train=0"):
+        S.load_satnet(tmp_path, "train", n_train=0)
+    assert len(S.load_satnet(tmp_path, "all")) == 2 and len(S.load_satnet(tmp_path, "test", n_train=1)) == 1
+    torch.save(torch.zeros(0, 9, 9, 9), tmp_path / "features.pt")
+    torch.save(torch.zeros(0, 9, 9, 9), tmp_path / "labels.pt")
+    with pytest.raises(ValueError, match=rf"^{tmp_path}: features.pt and labels.pt hold no board"):
+        S.load_satnet(tmp_path, "all")
+
+
+def test_a_dataset_of_no_boards_is_refused():
+    with pytest.raises(ValueError, match=r"^puzzles and solutions hold no board \(n = 0\)"):
+        S.SudokuDataset(np.zeros((0, 4, 4), int), np.zeros((0, 4, 4), int))
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated", "garbage"])
+def test_a_damaged_cache_file_is_rebuilt_and_closed(tmp_path, damage):
+    """A damaged cache is rebuilt with a warning naming it (never used), and the damaged file is closed: np.load left
+    a truncated archive open (a ResourceWarning, and on some systems a file that cannot be replaced)."""
+    import gc
+    import warnings
+
+    config = S.SudokuSetConfig(givens=(6, 8), n_train=3, n_test=2, size=4)
+    good = S.sudoku_puzzles(config, "test", cache_dir=tmp_path)
+    (path,) = tmp_path.iterdir()
+    data = path.read_bytes()
+    path.write_bytes({"empty": b"", "truncated": data[:len(data) // 2], "garbage": b"x" * 100}[damage])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = S.sudoku_puzzles(config, "test", cache_dir=tmp_path)
+        gc.collect()
+    messages = [str(w.message) for w in caught]
+    assert any(m.startswith(f"sudoku cache {path} is corrupt") and m.endswith("rebuilding it") for m in messages)
+    assert not [m for m in messages if "unclosed file" in m], messages
+    assert all(np.array_equal(a, b) for a, b in zip(good, again)) and path.read_bytes() == data
+
+
+def test_a_damaged_hard_catalogue_is_named(tmp_path, monkeypatch):
+    """Before: an empty, truncated or garbled catalogue raised raw numpy/int()/IndexError errors, a missing one a
+    bare FileNotFoundError."""
+    from energylab.tasks import sudoku_hard as SH
+
+    text = SH.CATALOGUE.read_text()
+    first = next(line for line in text.splitlines() if line and not line.startswith("#"))
+    cases = {"empty": ("", r" is corrupt: it holds no puzzle"),
+             "truncated": (text[:len(text) // 2], r":\d+: the catalogue is corrupt: expected 'givens puzzle "
+                                                   r"solution' with 81 digits each"),
+             "count": ("x" + first[2:] + "\n", r":1: the catalogue is corrupt"),
+             "grid": (first[:3] + "0" * 81 + " " + "1" * 81 + "\n", r" is corrupt: givens counts or solutions"),
+             "binary": (None, r" is not a readable catalogue of hard puzzles \(UnicodeDecodeError"),
+             "missing": (False, r" is not a readable catalogue of hard puzzles \(FileNotFoundError")}
+    try:
+        for name, (content, expected) in cases.items():
+            path = tmp_path / f"{name}.txt"
+            if content is None:
+                path.write_bytes(b"\xff\xfe" * 10)
+            elif content is not False:
+                path.write_text(content)
+            monkeypatch.setattr(SH, "CATALOGUE", path)
+            SH.catalogue.cache_clear()
+            with pytest.raises(ValueError, match=f"^{path}{expected}"):
+                SH.catalogue()
+    finally:
+        monkeypatch.undo()
+        SH.catalogue.cache_clear()
+    assert sum(SH.catalogue_counts().values()) == len(SH.catalogue()[0]) > 0
+
+
+def test_generate_hard_refuses_fractional_givens():
+    """Before: givens=(17.5, 20) was truncated to 17 without a word."""
+    from energylab.tasks.sudoku_hard import generate_hard
+
+    with pytest.raises(TypeError, match=r"^givens\[0\] must be an int, got 17.5"):
+        generate_hard(2, (17.5, 20))
+    with pytest.raises(ValueError, match=r"^givens must be a pair \(lo, hi\) of ints, got 17"):
+        generate_hard(2, 17)
