@@ -157,3 +157,29 @@ def test_linear_attention_is_a_gradient_step_with_eta_T():
     scores = z @ W @ H.T  # zᵀ W_QᵀW_K h_i with W_QᵀW_K = W
     linear_attention = z + scores @ (H @ (eta * T * W).T)  # eq. 13 with W_V = ηT W
     assert _rel(step, linear_attention) < 1e-13
+
+
+def test_softmax_free_energy_is_convex_from_t_equal_rho_squared_and_not_below():
+    """Chapter 1 (Lemma 2 with its condition): the Hessian of F* is I - Cov_p(W h)/T, at least (1 - rho^2/T) I when
+    every ||W h_i|| <= rho, so F* is convex for T >= rho^2; below, an instance with an indefinite Hessian exists."""
+    import torch
+
+    from energylab.forms.free_energy import softmax_free_energy
+
+    g = torch.Generator().manual_seed(0)
+    d, n, rho = 3, 6, 2.0
+    H = torch.randn(n, d, generator=g, dtype=torch.float64)
+    H = rho * H / H.norm(dim=1, keepdim=True)  # W = I: every W h_i on the sphere of radius rho
+    W = torch.eye(d, dtype=torch.float64)
+    lowest = {}
+    for T in (rho ** 2, 2 * rho ** 2, 0.25 * rho ** 2):
+        worst = float("inf")
+        for _ in range(20):
+            z = torch.randn(d, generator=g, dtype=torch.float64)
+            z = z / z.norm() * rho * torch.rand(1, generator=g, dtype=torch.float64)  # inside the ball
+            hess = torch.autograd.functional.hessian(lambda v: softmax_free_energy(v, H, W, T), z)
+            worst = min(worst, float(torch.linalg.eigvalsh(hess).min()))
+        lowest[T] = worst
+        if T >= rho ** 2:
+            assert worst >= 1 - rho ** 2 / T - 1e-12, (T, worst)
+    assert lowest[0.25 * rho ** 2] < -0.1  # not convex below rho^2
