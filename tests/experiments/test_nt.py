@@ -195,3 +195,11 @@ def test_runs_override_config_fields_and_share_their_data():
     assert (rows["N5T1-8+sum"]["loss_sum"], rows["N5T1-8+sum"]["grad_clip"], rows["N5T1-8+sum"]["seeds"]) == (
         True, None, 1)
     assert exp.PROFILES["medium"].runs[0].name == "N2T5-16" and exp.PROFILES["medium"].runs[0].epochs == 2000
+
+
+def test_the_full_profile_uses_the_protocol_section_5_8_found():
+    """Issue 50: the GPU profile must not keep the averaged, clip-at-1 loss that cannot reproduce the paper."""
+    from energylab.experiments import nt
+
+    full = nt.PROFILES["full"]
+    assert full.loss_sum is True and full.grad_clip == 10.0 and full.runs == nt.FULL_RUNS
