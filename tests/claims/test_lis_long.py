@@ -43,3 +43,26 @@ def test_a_separation_would_be_seen():
             history.curves["eval/exact"] = [v + 0.2 for v in history.curves["eval/exact"]]
     assert lis_claims.compare(results, "MHA2nd1st-only", "MHA-only") == "ahead"
     assert not lis_claims.long_claims(results)["the final exact match and answer are not separated either"]
+
+
+def test_what_the_long_run_can_and_cannot_tell_about_speed():
+    """Chapter 4 (issue 50): at step 2,400 only a lead of about 0.1 exact match would separate every seed; the seed
+    means favour MHA2nd1st-only by 0.02-0.03 at steps 2,400 and 3,200."""
+    import statistics
+
+    from energylab.committed import load_committed
+
+    results, _ = load_committed("lis", "long")
+
+    def seeds(variant, step):
+        return [h.curves["eval/exact"][h.steps["eval/exact"].index(step)] for k, h in results.histories.items()
+                if f"/{variant}/" in k]
+
+    for step in (2400, 3200):
+        a, b = seeds("MHA-only", step), seeds("MHA2nd1st-only", step)
+        assert len(a) == len(b) == 3
+        assert 0.02 <= statistics.mean(b) - statistics.mean(a) <= 0.03, step
+    a, b = seeds("MHA-only", 2400), seeds("MHA2nd1st-only", 2400)
+    assert 0.08 <= (max(a) - min(a) + max(b) - min(b)) / 2 <= 0.12  # the lead that would separate every seed
+    cfg = results.config
+    assert cfg["lr"] == 3e-3 and cfg["batch_size"] == 64 and cfg["schedule"] == "cosine"
