@@ -107,3 +107,13 @@ def test_from_energylab_import_catalog_gives_every_form():
             "from energylab import catalog; print(len(catalog.FORMS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert int(out.stdout) >= 19
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (no __init__.py): a second file of the same name stops the
+    whole collection ("import file mismatch"), as tests/models/test_recurrent_bad_input.py once did."""
+    import collections
+    import pathlib
+
+    names = collections.Counter(p.name for p in (pathlib.Path(__file__).parent).rglob("test_*.py"))
+    assert [n for n, k in names.items() if k > 1] == []
