@@ -119,6 +119,8 @@ def update(nb: dict, name: str) -> dict:
         if box is None:
             cells.insert(1, wanted)  # right after the title cell
         elif "".join(cells[box]["source"]) != "".join(wanted["source"]):
+            if "id" in cells[box]:  # the cell keeps its id (nbformat 4.5: every cell has one; links use it)
+                wanted["id"] = cells[box]["id"]
             cells[box] = wanted
     elif box is not None:
         del cells[box]

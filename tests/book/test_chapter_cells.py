@@ -46,3 +46,15 @@ def test_update_inserts_replaces_and_is_idempotent():
     assert "".join(refreshed["source"]) == cc.install_source()
     untrained = cc.update(new, "01_free_energy.ipynb")  # a chapter that trains nothing loses a stray box
     assert [c["metadata"].get("tags") for c in untrained["cells"]] == [None, [cc.INSTALL_TAG], ["parameters"]]
+
+
+def test_a_rewritten_box_keeps_its_cell_id():
+    """Regenerating the run box after a COST change dropped the cell's id once (nbformat 4.5 requires one)."""
+    path = next(p for p in cc.chapters() if p.name.startswith("08_"))
+    nb = json.loads(path.read_text())
+    i = next(k for k, c in enumerate(nb["cells"]) if cc.BOX_TAG in c.get("metadata", {}).get("tags", []))
+    before = nb["cells"][i]["id"]
+    nb["cells"][i]["source"] = ["out of date\n"]
+    after = cc.update(nb, path.stem)
+    box = next(c for c in after["cells"] if cc.BOX_TAG in c.get("metadata", {}).get("tags", []))
+    assert box["id"] == before and "".join(box["source"]) != "out of date\n"
