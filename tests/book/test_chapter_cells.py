@@ -55,6 +55,6 @@ def test_a_rewritten_box_keeps_its_cell_id():
     i = next(k for k, c in enumerate(nb["cells"]) if cc.BOX_TAG in c.get("metadata", {}).get("tags", []))
     before = nb["cells"][i]["id"]
     nb["cells"][i]["source"] = ["out of date\n"]
-    after = cc.update(nb, path.stem)
+    after = cc.update(nb, path.name)
     box = next(c for c in after["cells"] if cc.BOX_TAG in c.get("metadata", {}).get("tags", []))
     assert box["id"] == before and "".join(box["source"]) != "out of date\n"
