@@ -43,7 +43,7 @@ from torch.utils.data import Dataset
 from energylab._checks import check_bool, check_int
 from energylab.runs import atomic_write
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
-from energylab.tasks.sudoku_solver import MIN_GIVENS, SHAPES, as_board, count_solutions, solve
+from energylab.tasks.sudoku_solver import MIN_GIVENS, SHAPES, as_board, check_pairs, count_solutions, solve
 
 CACHE_VERSION = 1  # bump when the generator or the file layout changes: old caches are then ignored
 
@@ -99,7 +99,7 @@ class SudokuDataset(Dataset):
     """
 
     def __init__(self, puzzles, solutions):
-        puzzles, solutions = _check_pairs(puzzles, solutions)
+        puzzles, solutions = check_pairs(puzzles, solutions)
         self.puzzles, self.solutions = puzzles, solutions
         n, self.size = len(puzzles), puzzles.shape[1]
         cells = self.size ** 2
@@ -116,34 +116,6 @@ class SudokuDataset(Dataset):
     def givens(self) -> np.ndarray:
         """Number of givens of each board, shape (n,)."""
         return (self.puzzles > 0).reshape(len(self), -1).sum(1)
-
-
-def _check_pairs(puzzles, solutions, name: str = "puzzles") -> tuple[np.ndarray, np.ndarray]:
-    """Validate (n, s, s) puzzles and solutions (s = 4, 6, 9): solutions are valid grids that agree with the
-    givens."""
-    p, s = np.asarray(puzzles), np.asarray(solutions)
-    if p.ndim != 3 or p.shape[1] not in SHAPES or p.shape[2] != p.shape[1] or p.shape != s.shape:
-        raise ValueError(f"{name} and solutions must both have shape (n, s, s) with s in {sorted(SHAPES)}, "
-                         f"got {p.shape} and {s.shape}")
-    if p.dtype.kind not in "iu" or s.dtype.kind not in "iu":
-        raise ValueError(f"{name} and solutions must be integer arrays, got {p.dtype} and {s.dtype}")
-    if len(p) == 0:
-        raise ValueError(f"{name} and solutions hold no board (n = 0): a set of boards needs at least one")
-    size = p.shape[1]
-    (br, bc) = SHAPES[size]
-    if p.min(initial=0) < 0 or p.max(initial=0) > size:
-        raise ValueError(f"{name} values must lie in 0..{size}")
-    digits = np.arange(1, size + 1)
-    boxes = (s.reshape(-1, size // br, br, size // bc, bc).transpose(0, 1, 3, 2, 4)
-             .reshape(-1, size, size))  # (n, box, cell in box)
-    for what, groups in (("row", s), ("column", s.transpose(0, 2, 1)), ("box", boxes)):
-        bad = ~(np.sort(groups, axis=2) == digits).all(axis=(1, 2))
-        if bad.any():
-            raise ValueError(f"solutions: board {int(np.argmax(bad))} is not a valid grid (a {what} repeats a digit)")
-    clash = ((p > 0) & (p != s)).any(axis=(1, 2))
-    if clash.any():
-        raise ValueError(f"{name}: board {int(np.argmax(clash))} has givens that disagree with its solution")
-    return p.astype(np.int64), s.astype(np.int64)
 
 
 def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor | None = None) -> dict:
@@ -210,7 +182,7 @@ def _load_verified(path: Path, key: str, n: int) -> tuple[np.ndarray, np.ndarray
         ok = (meta.get("key") == key and puzzles.shape[:1] == (n,)
               and meta.get("checksum") == _checksum(puzzles, solutions))
         if ok:
-            return _check_pairs(puzzles, solutions)
+            return check_pairs(puzzles, solutions)
         problem = "key, shape or checksum mismatch"
     except Exception as err:  # a truncated or garbled file can fail in many ways
         problem = f"{type(err).__name__}: {err}"

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from energylab._checks import check_int
+from energylab.tasks.sudoku_solver import check_pairs
 
 CATALOGUE = Path(__file__).with_name("sudoku_hard.txt")
 
@@ -69,10 +70,8 @@ def catalogue() -> tuple[np.ndarray, np.ndarray]:
     agree = (puzzles[puzzles > 0] == solutions[puzzles > 0]).all()
     if not (np.array_equal(counts, [int(r[0]) for r in rows]) and agree):
         raise ValueError(f"{CATALOGUE} is corrupt: givens counts or solutions disagree with the puzzles")
-    from energylab.tasks.sudoku import _check_pairs  # here: energylab.tasks.sudoku imports this module lazily
-
     try:
-        _check_pairs(puzzles, solutions)
+        check_pairs(puzzles, solutions)
     except ValueError as err:
         raise ValueError(f"{CATALOGUE} is corrupt: {err}") from None
     return puzzles, solutions

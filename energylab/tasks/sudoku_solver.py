@@ -212,6 +212,34 @@ def as_board(board, name: str = "board", size: int | None = None) -> np.ndarray:
     return arr
 
 
+def check_pairs(puzzles, solutions, name: str = "puzzles") -> tuple[np.ndarray, np.ndarray]:
+    """Validate (n, s, s) puzzles and solutions (s = 4, 6, 9): solutions are valid grids that agree with the
+    givens."""
+    p, s = np.asarray(puzzles), np.asarray(solutions)
+    if p.ndim != 3 or p.shape[1] not in SHAPES or p.shape[2] != p.shape[1] or p.shape != s.shape:
+        raise ValueError(f"{name} and solutions must both have shape (n, s, s) with s in {sorted(SHAPES)}, "
+                         f"got {p.shape} and {s.shape}")
+    if p.dtype.kind not in "iu" or s.dtype.kind not in "iu":
+        raise ValueError(f"{name} and solutions must be integer arrays, got {p.dtype} and {s.dtype}")
+    if len(p) == 0:
+        raise ValueError(f"{name} and solutions hold no board (n = 0): a set of boards needs at least one")
+    size = p.shape[1]
+    (br, bc) = SHAPES[size]
+    if p.min(initial=0) < 0 or p.max(initial=0) > size:
+        raise ValueError(f"{name} values must lie in 0..{size}")
+    digits = np.arange(1, size + 1)
+    boxes = (s.reshape(-1, size // br, br, size // bc, bc).transpose(0, 1, 3, 2, 4)
+             .reshape(-1, size, size))  # (n, box, cell in box)
+    for what, groups in (("row", s), ("column", s.transpose(0, 2, 1)), ("box", boxes)):
+        bad = ~(np.sort(groups, axis=2) == digits).all(axis=(1, 2))
+        if bad.any():
+            raise ValueError(f"solutions: board {int(np.argmax(bad))} is not a valid grid (a {what} repeats a digit)")
+    clash = ((p > 0) & (p != s)).any(axis=(1, 2))
+    if clash.any():
+        raise ValueError(f"{name}: board {int(np.argmax(clash))} has givens that disagree with its solution")
+    return p.astype(np.int64), s.astype(np.int64)
+
+
 def solve(board, size: int | None = None) -> np.ndarray | None:
     """A solution of ``board`` (n×n ints, 0 = blank) as an (n, n) int64 array, or None if none exists.
 
