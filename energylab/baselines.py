@@ -143,19 +143,21 @@ def sudoku_baseline(dataset: SudokuDataset, reference: SudokuDataset | None = No
     if not isinstance(dataset, SudokuDataset):
         raise TypeError(f"dataset must be an energylab.tasks.sudoku.SudokuDataset, got {type(dataset).__name__}")
     s = dataset.size
-    freq = np.zeros((s, s, s))
-    if reference is not None:
-        if not isinstance(reference, SudokuDataset) or reference.size != s:
-            raise ValueError(f"reference must be a SudokuDataset of size {s}, got "
-                             f"{getattr(reference, 'size', type(reference).__name__)}")
-        for k in range(s):
-            freq[..., k] = (reference.solutions == k + 1).sum(0)
+    freq = np.zeros((s, s, s)) if reference is None else _cell_frequencies(reference, s)
     cand = sudoku_candidates(dataset.puzzles)  # (n, s, s, s)
     # open digits score their frequency + 1 (so an open digit always beats a closed one), closed ones 0
     score = np.where(cand, freq[None] + 1.0, 0.0)
     score = np.where(cand.any(-1, keepdims=True), score, freq[None])
     pred = score.argmax(-1).reshape(len(dataset), s * s)  # argmax: the first maximum, the smallest digit
     return sudoku_accuracy(torch.from_numpy(pred), dataset.target, dataset.mask)
+
+
+def _cell_frequencies(reference: SudokuDataset, size: int) -> np.ndarray:
+    """(size, size, size): [r, c, k] = how many of ``reference``'s solutions have digit k + 1 at (r, c)."""
+    if not isinstance(reference, SudokuDataset) or reference.size != size:
+        raise ValueError(f"reference must be a SudokuDataset of size {size}, got "
+                         f"{getattr(reference, 'size', type(reference).__name__)}")
+    return np.stack([(reference.solutions == k + 1).sum(0) for k in range(size)], -1).astype(np.float64)
 
 
 def sudoku_blind_vote(dataset: SudokuDataset, reference: SudokuDataset) -> dict[str, float]:
@@ -165,10 +167,8 @@ def sudoku_blind_vote(dataset: SudokuDataset, reference: SudokuDataset) -> dict[
     for name, d in (("dataset", dataset), ("reference", reference)):
         if not isinstance(d, SudokuDataset):
             raise TypeError(f"{name} must be an energylab.tasks.sudoku.SudokuDataset, got {type(d).__name__}")
-    if reference.size != dataset.size:
-        raise ValueError(f"reference must have {dataset.size}x{dataset.size} boards, got {reference.size}")
     s = dataset.size
-    freq = np.stack([(reference.solutions == k + 1).sum(0) for k in range(s)], -1)  # (s, s, s)
+    freq = _cell_frequencies(reference, s)
     pred = np.broadcast_to(freq.argmax(-1).reshape(1, s * s), (len(dataset), s * s))
     return sudoku_accuracy(torch.from_numpy(np.ascontiguousarray(pred)), dataset.target, dataset.mask)
 
@@ -205,7 +205,7 @@ def sudoku_propagation(dataset: SudokuDataset) -> dict[str, float]:
     s = dataset.size
     pred = torch.from_numpy(filled.reshape(len(dataset), s * s) - 1)  # digit d -> class d - 1; undecided -> -1
     scores = sudoku_accuracy(pred, dataset.target, dataset.mask)
-    return {**scores, "decided": float((filled > 0).all((1, 2)).mean()) if len(dataset) else 0.0}
+    return {**scores, "decided": float((filled > 0).all((1, 2)).mean())}  # a SudokuDataset holds >= 1 board
 
 
 __all__ = ["mean_image_prediction", "class_mean_prediction", "image_baselines", "constant_accuracy",

@@ -156,7 +156,7 @@ _PERTURBING = []
 def perturb_if_asked(environ: MutableMapping[str, str] | None = None) -> bool:
     """In a process with ``ENERGYLAB_PERTURB_APPROXIMATE=1`` (the emulated pass), enter the perturbing mode of
     :func:`approximate_math_mode` for the rest of the process (once); return whether it is on. Called by
-    ``setup_notebook`` and the test session's conftest."""
+    ``setup_notebook``, so every chapter kernel of the emulated pass perturbs (the pytest process itself does not)."""
     environ = os.environ if environ is None else environ
     if environ.get(PERTURB_VARIABLE) != "1":
         return False

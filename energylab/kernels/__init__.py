@@ -53,7 +53,7 @@ def enabled() -> bool:
 def tiled(x: torch.Tensor) -> bool:
     """Whether the tiled kernels of :mod:`energylab.kernels.attention` serve ``x`` now: :func:`enabled` and ``x`` on
     the CPU. They loop over tiles in Python, which is what keeps a CPU's caches warm; on a GPU every tile is a
-    handful of tiny launches, and the first CUDA bench (H200, results/bench/attention-cuda-float32.json) measured
+    handful of tiny launches, and the first CUDA bench (H200, results/bench/attention-cuda-tiled.json) measured
     them 30-250x slower than SDPA, where the reference path's ATen ops run as a few large kernels. So on a GPU the
     reference path is the fast one (at the cost of its (N, N) tensors, which a GPU's memory holds far longer)."""
     return enabled() and x.device.type == "cpu"
@@ -115,17 +115,17 @@ FAST_PATHS: dict[str, FastPath] = {
                                  dtypes=(torch.bfloat16, _F32, _F64), devices=("cpu",)),
     "tiled-bisoftmax": FastPath("energylab.kernels.attention.bisoftmax_attention",
                                 "forms.hyperspherical.hyperset_attention_update", grad="autograd",
-                                 devices=("cpu",)),
+                                devices=("cpu",)),
     "one-exp-bisoftmax": FastPath("energylab.kernels.hyperset_layer.bisoftmax_one_exp (HyperSETLayer)",
                                   "forms.hyperspherical.hyperset_attention_update", grad="autograd"),
     "fused-relu-feedforward": FastPath("energylab.kernels.hyperset_layer.relu_sphere_feedforward (HyperSETLayer)",
                                        "forms.hyperspherical.hyperset_feedforward_update", grad="autograd"),
     "tiled-sigmoid": FastPath("energylab.kernels.attention.sigmoid_attention",
                               "forms.hyperspherical.sigmoid_attention_update", grad="autograd",
-                                 devices=("cpu",)),
+                              devices=("cpu",)),
     "tiled-newton": FastPath("energylab.kernels.attention.newton_direction",
                              "forms.newton.newton_first_order_direction", grad="autograd",
-                                 devices=("cpu",)),
+                             devices=("cpu",)),
     "flex-expressive": FastPath("energylab.kernels.attention.flex_expressive_attention (torch.compile, CUDA)",
                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd", devices=("cuda",),
                                 dtypes=(torch.float16, torch.bfloat16, _F32),  # flex's kernels; float64: tiled
