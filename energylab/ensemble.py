@@ -112,6 +112,9 @@ def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Cal
         raise ValueError(f"seeds must be a non-empty list of distinct ints, got {seeds}")
     if config.epochs is not None:
         raise ValueError("train_ensemble counts steps; set config.steps, not config.epochs")
+    if config.ema:
+        raise ValueError(f"train_ensemble keeps no weight average: set config.ema=0 (got {config.ema}), or train "
+                         f"each seed with energylab.train.train")
     if vmapped not in (True, False, "auto"):
         raise ValueError(f"vmapped must be True, False or 'auto', got {vmapped!r}")
     if out_dir is not None:

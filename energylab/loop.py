@@ -6,6 +6,7 @@ window, evaluation and an atomic checkpoint when due (:mod:`energylab.runs`), a 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass
@@ -113,13 +114,14 @@ def due(every: int, done: int, total: int) -> bool:
     return bool(every and done % every == 0) or done == total
 
 
-def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], dict]) -> dict[str, float]:
-    """``eval_fn(model)`` in eval mode under ``torch.no_grad``, as Python numbers; the model is left in train mode."""
+def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], dict], average=None) -> dict[str, float]:
+    """``eval_fn(model)`` in eval mode under ``torch.no_grad``, as Python numbers; the model is left in train mode.
+    With ``average`` (a :class:`energylab.train.WeightAverage`) the model holds the averaged weights meanwhile."""
     model.eval()
-    with torch.no_grad():
-        metrics = eval_fn(model)
+    with torch.no_grad(), (average.swapped() if average is not None else contextlib.nullcontext()):
+        metrics = {k: float(v) for k, v in eval_fn(model).items()}  # read while the evaluated weights are in
     model.train()
-    return {k: float(v) for k, v in metrics.items()}
+    return metrics
 
 
 def progress_bar(enabled: bool, total: int, start: int):

@@ -90,6 +90,8 @@ class TrainConfig:
     amp: bool = False  # bf16 autocast for the forward pass; only takes effect on CUDA
     compile: bool = False  # torch.compile the model (worth it on GPUs for long runs)
     seed: int = 0  # seeds the global RNGs at the start of training (dropout, random batches)
+    ema: float = 0.0  # decay of an exponential moving average of the weights (0: off); with it, evaluations and
+    # the trained model use the average (:class:`WeightAverage`), the checkpoint keeps both
     progress: bool = True  # tqdm.auto progress bar with live metrics
 
 
@@ -144,12 +146,15 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
     seed_everything(config.seed)
     model.to(device)
     optimizer = make_optimizer(model.parameters(), config)
+    average = WeightAverage(model, config.ema) if config.ema else None
     history, window, start = History(), {}, 0
     feed = batches if callable(batches) else Feed(batches)
     if found:
         state = load_checkpoint(out_dir, ident)
         load_module_state(model, state["model"], state["path"])
         optimizer.load_state_dict(state["optimizer"])
+        if average is not None:
+            average.load(state.get("ema"), state["path"])
         history, window, start = History.from_dict(state["history"]), state["window"], state["step"]
         set_rng_state(state["rng"])
     net = _wrap(model, config, device, world)
@@ -171,19 +176,24 @@ def train(model: nn.Module, loss_fn: LossFn, batches: Batches, config: TrainConf
     def update(loss, factor, step):
         optimizer_step(optimizer, loss, config, factor,
                        lambda max_norm: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+        if average is not None:
+            average.update()
         if after_step is not None:
             after_step(model, step)
 
     members = Members(
         forward=forward, update=update,
         numbers=lambda metrics: [_floats(metrics, world)],
-        evaluate=lambda fn: [evaluate(model, fn)],
-        state=lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        evaluate=lambda fn: [evaluate(model, fn, average)],
+        state=lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                       **({} if average is None else {"ema": average.state()})},
         diverged=lambda step, values: (None if math.isfinite(values[0])
                                        else f"loss is {values[0]} at step {step} (0-based)"))
     model.train()
     [history] = training_loop(members, config, total, start, [history], [window], eval_fn=eval_fn,
                               out_dir=out_dir, identity=ident, progress=config.progress and rank == 0)
+    if average is not None:
+        average.copy_to(model)
     return history
 
 
@@ -205,6 +215,7 @@ def check_config(config: TrainConfig) -> None:
     check_positive("lr", config.lr, scalar=True)
     check_positive("weight_decay", config.weight_decay, allow_zero=True, scalar=True)
     check_interval("momentum", config.momentum, 0, 1, high_open=True)
+    check_interval("ema", config.ema, 0, 1, high_open=True)
     if not isinstance(config.betas, (tuple, list)) or len(config.betas) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2), got {config.betas!r}")
     for i, beta in enumerate(config.betas):
@@ -241,6 +252,55 @@ def make_optimizer(params, config: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay,
                                  fused=True if devices and devices <= {"cpu", "cuda"} else None)
     return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+
+
+class WeightAverage:
+    """An exponential moving average of a model's parameters, updated after every optimiser step:
+    ``avg <- decay * avg + (1 - decay) * w`` (buffers are not averaged). The average generalises better than the
+    last iterate on small data (HRM and TRM, 2025, train Sudoku with it); :func:`train` evaluates it and leaves it
+    in the model at the end."""
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.decay = decay
+        self.params = dict(model.named_parameters())
+        self.avg = {name: p.detach().clone() for name, p in self.params.items()}
+
+    @torch.no_grad()
+    def update(self) -> None:
+        for name, p in self.params.items():
+            self.avg[name].mul_(self.decay).add_(p.detach(), alpha=1 - self.decay)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return self.avg
+
+    def load(self, state: dict | None, path: str) -> None:
+        if not isinstance(state, dict) or set(state) != set(self.avg):
+            raise ValueError(f"checkpoint {path} holds no weight average for this model (written without ema?)")
+        for name, value in state.items():
+            self.avg[name].copy_(value)
+
+    @torch.no_grad()
+    def copy_to(self, model: nn.Module) -> None:
+        """Put the average into ``model``'s parameters (the model it was made for)."""
+        for name, p in model.named_parameters():
+            p.copy_(self.avg[name])
+
+    @contextlib.contextmanager
+    def swapped(self):
+        """The average in the model's parameters inside the block, the trained weights back after it."""
+        with torch.no_grad():
+            for name, p in self.params.items():
+                tmp = p.detach().clone()
+                p.copy_(self.avg[name])
+                self.avg[name] = tmp
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    tmp = p.detach().clone()
+                    p.copy_(self.avg[name])
+                    self.avg[name] = tmp
 
 
 # ------------------------------------------------------------------------------- data, devices, DDP

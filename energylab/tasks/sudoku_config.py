@@ -1,7 +1,7 @@
 """Checks of a looped Sudoku run's settings (:class:`energylab.experiments.sudoku.Config`), before any data is made."""
 from __future__ import annotations
 
-from energylab._checks import check_int
+from energylab._checks import check_bool, check_int, check_interval
 from energylab.tasks.sudoku import NAMED_SETS, SHAPES
 
 __all__ = ["check_run_config"]
@@ -36,6 +36,8 @@ def check_run_config(config) -> None:
     for s in config.seeds:
         check_int("seeds", s, minimum=0)
     check_int("data_seed", config.data_seed, minimum=0)
+    check_bool("augment", config.augment)
+    check_interval("ema", config.ema, 0, 1, high_open=True)
     if not isinstance(config.test_sets, (tuple, list)):
         raise TypeError(f"test_sets must be a tuple of set names, got {type(config.test_sets).__name__}")
     for field, name in [("train_set", config.train_set), *(("test_sets", n) for n in config.test_sets)]:

@@ -36,6 +36,7 @@ import numpy as np
 
 from energylab._checks import check_int
 from energylab.tasks.sudoku_solver import check_pairs
+from energylab.tasks.sudoku_symmetry import apply_symmetry, random_symmetry
 
 CATALOGUE = Path(__file__).with_name("sudoku_hard.txt")
 
@@ -89,16 +90,8 @@ def transform(puzzle: np.ndarray, solution: np.ndarray, rng: np.random.Generator
     Digits relabelled by a random permutation; rows permuted within each band and bands permuted; the same
     for columns and stacks; transposed with probability 1/2. Uniqueness and the givens count are preserved.
     """
-    relabel = np.concatenate([[0], rng.permutation(9) + 1])  # 0 (blank) stays 0
-    rows = np.concatenate([3 * b + rng.permutation(3) for b in rng.permutation(3)])  # (9,) new row order
-    cols = np.concatenate([3 * b + rng.permutation(3) for b in rng.permutation(3)])
-    out = []
-    for grid in (puzzle, solution):
-        g = relabel[np.asarray(grid)][rows][:, cols]
-        out.append(g)
-    if rng.random() < 0.5:
-        out = [g.T for g in out]
-    return np.ascontiguousarray(out[0]), np.ascontiguousarray(out[1])
+    sym = random_symmetry(9, rng)  # energylab.tasks.sudoku_symmetry: the symmetries of every board size
+    return apply_symmetry(puzzle, sym), apply_symmetry(solution, sym)
 
 
 def generate_hard(n: int, givens: tuple[int, int] = (17, 34), seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
