@@ -29,7 +29,11 @@ from energylab._checks import check_int
 from energylab.sphere import tangent_projection
 
 __all__ = ["Equation", "AttentionForm", "Layer", "FORMS", "LAYERS", "register", "register_layer", "verify",
-           "reference_update", "approx_slope"]
+           "reference_update", "approx_slope", "EXACT_TOL", "NEWTON_TOL", "ORDER_TOL"]
+
+# What tests/forms/test_catalog.py asserts of verify's error, and what chapter 11 states: gradient forms against
+# autograd (relative), Newton forms against a Hessian solve (relative), approximations' fitted order (relative)
+EXACT_TOL, NEWTON_TOL, ORDER_TOL = 1e-10, 1e-8, 0.05
 
 
 class Equation(NamedTuple):

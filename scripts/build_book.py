@@ -24,7 +24,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # book_version, status_page, ... also when a test loads this file by path
-from energylab import portable  # noqa: E402 - torch-free
+from energylab import portable, prose  # noqa: E402 - torch-free
 
 SRC = ROOT / "_build" / "src"
 
@@ -96,6 +96,8 @@ def execute_notebooks(profile: str) -> list[dict]:
         executed = SRC / "notebooks" / nb.name
         book = nbformat.read(executed, as_version=4)
         clean(book)  # papermill's injected cell would show the parameters twice on the page
+        if error is None:
+            prose.fill(book)  # the prose's {eval} roles show this run's numbers
         nbformat.write(book, executed)
         runs.append({"notebook": nb.name, "profile": profile, "seconds": time.perf_counter() - t0, "date": date,
                      "error": error})

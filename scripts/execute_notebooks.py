@@ -1,7 +1,8 @@
 """Execute chapters in place, the way they are committed: `python scripts/execute_notebooks.py [NOTEBOOK ...]`.
 
 Uses nbclient directly (not papermill) so the committed file carries no run timestamps or injected-parameter
-cells; widget state is stored so the website can show the saved widgets. Runs with the pinned numerics of
+cells; widget state is stored so the website can show the saved widgets; the numbers the prose quotes
+(``{eval}`N.<name>``` roles, :mod:`energylab.prose`) are stored in their markdown cells. Runs with the pinned numerics of
 :mod:`energylab.portable`, like nbval.
 With no argument, executes every notebooks/NN_*.ipynb and prints the wall time of each. A path that is not a
 readable .ipynb file is one line ``error: ...`` and exit status 2, before any chapter runs.
@@ -16,7 +17,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from energylab import portable  # noqa: E402 - torch-free
+from energylab import portable, prose  # noqa: E402 - torch-free
 
 portable.pin_environment()  # before any kernel starts: kernels inherit the pinned numerics
 
@@ -36,6 +37,7 @@ def execute(path: pathlib.Path) -> float:
                                      resources={"metadata": {"path": str(path.parent)}})
     client.execute()
     clean(nb)  # drop per-run noise so that re-executing gives a clean diff
+    prose.fill(nb)  # the {eval} roles' values, for the website, the PDF and a notebook opened without a kernel
     nbformat.write(nb, path)
     return time.perf_counter() - t0
 

@@ -5,6 +5,7 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
+from energylab.catalog import EXACT_TOL, ORDER_TOL
 from energylab._setup import format_error
 from energylab.viz import PALETTE
 
@@ -12,7 +13,7 @@ _KIND_COLOR = {"gradient": PALETTE[0], "newton": PALETTE[2], "approx": PALETTE[1
 
 
 def verify_errors_figure(names: Sequence[str], errors: Sequence[float], kinds: Sequence[str],
-                         floor: float = 1e-12, exact_tol: float = 1e-10, order_tol: float = 0.05) -> go.Figure:
+                         floor: float = 1e-12, exact_tol: float = EXACT_TOL, order_tol: float = ORDER_TOL) -> go.Figure:
     """Bars of ``catalog.verify`` errors per form (log y), coloured by kind, with the two test tolerances.
 
     gradient/newton forms report ‖update − autograd‖/‖autograd‖; approx forms report |fitted order − order|/order,

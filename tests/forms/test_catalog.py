@@ -66,14 +66,14 @@ def test_a_form_without_its_chapter_is_refused():
 @pytest.mark.parametrize("n_tokens,dim", SIZES)
 def test_gradient_forms_match_autograd(name, n_tokens, dim):
     err = catalog.verify(name, trials=3, generator=_gen(n_tokens * dim), n_tokens=n_tokens, dim=dim)
-    assert err < 1e-10, f"{name}: relative error {err:.3g}"
+    assert err < catalog.EXACT_TOL, f"{name}: relative error {err:.3g}"
 
 
 @pytest.mark.parametrize("name", NEWTON)
 @pytest.mark.parametrize("n_tokens,dim", SIZES)
 def test_newton_forms_match_hessian_solve(name, n_tokens, dim):
     err = catalog.verify(name, trials=2, generator=_gen(n_tokens + dim), n_tokens=n_tokens, dim=dim)
-    assert err < 1e-8, f"{name}: relative error {err:.3g}"
+    assert err < catalog.NEWTON_TOL, f"{name}: relative error {err:.3g}"
 
 
 @pytest.mark.parametrize("name", APPROX)
@@ -82,7 +82,7 @@ def test_approx_forms_have_their_stated_order(name):
     assert form.reference in catalog.FORMS and form.order >= 1
     for n_tokens, dim in SIZES:
         err = catalog.verify(name, trials=3, generator=_gen(dim), n_tokens=n_tokens, dim=dim)
-        assert err < 0.05, f"{name}: fitted order off by {err:.3g} relative to {form.order}"
+        assert err < catalog.ORDER_TOL, f"{name}: fitted order off by {err:.3g} relative to {form.order}"
 
 
 def test_order_fit_detects_a_first_order_approximation():
