@@ -25,6 +25,7 @@ import torch
 
 from energylab import baselines as bl
 from energylab import portable
+from energylab._checks import check_count, check_tensor
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import EpochOrder
 from energylab.experiments.attractor_claims import claims, decide_table, margins  # noqa: F401 (one home)
@@ -138,8 +139,12 @@ def load_data(cfg: Config) -> im.ImageData:
 
 
 def corrupt(task: str, pixels: torch.Tensor, patch: int, cfg: Config, gen: torch.Generator):
-    """(B, H, W) clean images -> (input spins (B, N, 2a), target pixels (B, N, a), masked tokens (B, N) or None)."""
+    """(B, H, W) clean images, B >= 1 -> (input spins (B, N, 2a), target pixels (B, N, a), masked tokens (B, N) or
+    None); task "masked" or "denoise"."""
+    if task not in ("masked", "denoise"):  # any other name was read as "denoise" without a word
+        raise ValueError(f"task must be 'masked' or 'denoise', got {task!r}")
     target = im.patchify(pixels, patch)
+    check_count("pixels", pixels, 0, what="image", why="every MSE over no images is NaN")
     if task == "masked":
         mask = im.mask_tokens(len(pixels), target.shape[1], cfg.mask_ratio, generator=gen, device=pixels.device)
         return im.apply_mask(im.pixels_to_spins(target), mask), target, mask
@@ -248,6 +253,8 @@ def bare_curve(model: BareSelfAttention, cfg: Config, images: torch.Tensor, task
     """
     if task not in ("masked", "denoise"):
         raise ValueError(f"task must be 'masked' or 'denoise', got {task!r}")
+    if isinstance(images, torch.Tensor):  # (corrupt checks the rest)
+        check_count("images", images, 0, what="image", why="an MSE over no images is NaN")
     inp, target, mask = corrupt_test(task, images, cfg.patch, cfg)
     pix = bare_trajectory(model, inp, steps)
     return _curve(pix, target, mask), pix, target, mask
@@ -286,11 +293,24 @@ def attractor_statistics(pred: torch.Tensor, target: torch.Tensor, mask: torch.T
     digit); ``spread``: the standard deviation across test digits of the predicted pixel at one masked position,
     averaged over positions and pixels (positions masked in fewer than two digits are skipped); ``true_spread``:
     the same for the true pixels.
+    At least one position must be masked in two or more digits (a spread over fewer is undefined: it was NaN).
     """
+    im.masked_mse(pred, target)  # pred and target: finite (B, N, a) tensors of one shape
+    check_tensor("mean_patches", mean_patches, 3)
+    if mean_patches.shape != (1, *pred.shape[1:]):
+        raise ValueError(f"mean_patches must have shape (1, N, a) = {(1, *pred.shape[1:])}, got "
+                         f"{tuple(mean_patches.shape)}")
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != pred.shape[:2]:
+        shown = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
+        raise ValueError(f"mask must be a bool tensor of shape {tuple(pred.shape[:2])} (B, N), got {shown}")
     check = im.masked_mse(pred, mean_patches.expand_as(pred), mask).mean()
     w = mask.unsqueeze(-1).to(pred.dtype)  # (B, N, 1)
     count = w.sum(0)  # (N, 1): digits in which each position is masked
     keep = count[:, 0] > 1
+    if not keep.any():
+        raise ValueError(f"mask must mark some position in at least two of the {len(pred)} digits: the spread is a "
+                         f"standard deviation across digits (got at most {int(count.max()) if count.numel() else 0} "
+                         f"per position)")
 
     def spread(x):
         m = (x * w).sum(0) / count.clamp(min=1)  # (N, a)

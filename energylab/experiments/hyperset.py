@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from energylab._checks import check_int, check_tensor
+from energylab._checks import check_count, check_int, check_labels, check_tensor
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
 from energylab.batches import EpochOrder
@@ -113,6 +113,8 @@ def load_images(config: Config) -> tuple[tuple[torch.Tensor, torch.Tensor], tupl
         x = torch.tensor(d.images, dtype=torch.float32).unsqueeze(1) / 16.0  # (1797, 1, 8, 8) in [0, 1]
         y = torch.tensor(d.target, dtype=torch.long)
         perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+        check_int("n_train", config.n_train, minimum=1)  # 0 or -5 gave an empty or a 1,792-image training set
+        check_int("n_test", config.n_test, minimum=1)
         if config.n_train + config.n_test > len(y):
             raise ValueError(f"digits has {len(y)} images, asked for {config.n_train} + {config.n_test}")
         tr, te = perm[:config.n_train], perm[len(y) - config.n_test:]
@@ -123,7 +125,8 @@ def load_images(config: Config) -> tuple[tuple[torch.Tensor, torch.Tensor], tupl
 
         cls = torchvision.datasets.CIFAR10 if config.dataset == "cifar10" else torchvision.datasets.CIFAR100
         out = []
-        for train_split, n in ((True, config.n_train), (False, config.n_test)):
+        for train_split, n in ((True, check_int("n_train", config.n_train, minimum=1)),
+                               (False, check_int("n_test", config.n_test, minimum=1))):
             ds = cls(config.data_dir, train=train_split, download=True)
             x = torch.tensor(ds.data[:n], dtype=torch.float32).permute(0, 3, 1, 2) / 255.0  # (n, 3, 32, 32)
             out.append((patches((x - 0.5) / 0.25, 4), torch.tensor(ds.targets[:n], dtype=torch.long)))
@@ -132,7 +135,7 @@ def load_images(config: Config) -> tuple[tuple[torch.Tensor, torch.Tensor], tupl
 
 
 def make_model(config: Config, layer: str, patch_dim: int, n_patches: int, classes: int) -> HyperSET:
-    mult = config.ffn_mult_hyperset if layer.startswith("hyperset") else config.ffn_mult
+    mult = config.ffn_mult_hyperset if isinstance(layer, str) and layer.startswith("hyperset") else config.ffn_mult
     return HyperSET(patch_dim, n_patches, classes, dim=config.dim, heads=config.heads, ffn_mult=mult,
                     iterations=config.iterations, layer=layer)
 
@@ -145,19 +148,45 @@ def loss_fn(model, batch):
 
 @torch.no_grad()
 def accuracy(model: HyperSET, x: torch.Tensor, y: torch.Tensor, iterations) -> dict[int, float]:
-    """{T: test accuracy} for every T, read out after each T of one pass."""
+    """{T: test accuracy} for every T in ``iterations`` (ints >= 1), read out after each T of one pass; x (B, N, p)
+    patches with B >= 1, y (B,) their class indices."""
+    wanted = _iteration_counts(iterations)
+    model.inputs(x[:0] if isinstance(x, torch.Tensor) else x)  # the patches' type and shape, before their count
+    check_count("x", x, 0, what="image", why="an accuracy over no images is NaN")
+    check_labels("y", y, model.head.out_features, length=len(x))
     device = next(model.parameters()).device
-    wanted, out = set(iterations), {}
-    for t, state in model.states(x.to(device), max(iterations)):
+    out = {}
+    for t, state in model.states(x.to(device), max(wanted)):
         if t in wanted:
             out[t] = float((model.readout(state).argmax(-1).cpu() == y).float().mean())
     return out
 
 
+def _iteration_counts(iterations) -> set[int]:
+    """The set of T's asked for: a non-empty collection of ints >= 1 (0, -1 or 1.5 were skipped without a word, an
+    empty one was a raw max() error)."""
+    if isinstance(iterations, (str, bytes)) or not hasattr(iterations, "__iter__"):
+        raise TypeError(f"iterations must be a collection of ints >= 1, e.g. (4, 8), got {iterations!r}")
+    wanted = {check_int("iterations[]", t, minimum=1) for t in iterations}
+    if not wanted:
+        raise ValueError("iterations must hold at least one iteration count, got none")
+    return wanted
+
+
+def _check_hyperset(model, hook: str) -> None:
+    """The model's looped layer must be a Hyper-SET layer (it has the ``hook``; the Transformer has none)."""
+    if not hasattr(getattr(model, "layer", None), hook):
+        raise TypeError(f"model must be a HyperSET classifier with a Hyper-SET layer (one of the 'hyperset' layers, "
+                        f"which have .{hook}), got layer {type(getattr(model, 'layer', model)).__name__}")
+
+
 @torch.no_grad()
 def iteration_metrics(model: HyperSET, x: torch.Tensor, iterations: int) -> dict[str, list]:
-    """Per-iteration test means (t = 0..iterations, t = 0 is x_0) of the layer's metrics (Hyper-SET only)."""
+    """Per-iteration test means (t = 0..iterations, t = 0 is x_0) of the layer's metrics (Hyper-SET only); x (B, N, p)
+    patches with B >= 1."""
+    _check_hyperset(model, "metrics")
     x0 = model.inputs(x)
+    check_count("x", x, 0, what="image", why="a mean over no images is NaN")
     xs = [x0] + [s for _, s in model.states(x, iterations)]  # one pass, t = 0..iterations
     rows = [model.layer.metrics(s, max(t, 1)) for t, s in enumerate(xs)]
     out = {k: [round(float(r[k].mean()), 6) for r in rows] for k in rows[0]}
@@ -169,8 +198,16 @@ def iteration_metrics(model: HyperSET, x: torch.Tensor, iterations: int) -> dict
 @torch.no_grad()
 def head_trajectory(model: HyperSET, x: torch.Tensor, iterations: int, head: int = 0) -> list:
     """One image's tokens in one head's subspace, RMS-normalised and scaled to unit length, at t = 0..iterations:
-    nested lists (T' + 1, N, d_h), rounded to 4 decimals (for the sphere viewer)."""
-    xs = [model.inputs(x)] + [s for _, s in model.states(x, iterations)]
+    nested lists (T' + 1, N, d_h), rounded to 4 decimals (for the sphere viewer). The image is x[0] (x: (B, N, p),
+    B >= 1); head in 0..H-1."""
+    _check_hyperset(model, "normalised")
+    head = check_int("head", head, minimum=0)
+    if head >= model.layer.heads:
+        raise ValueError(f"head must lie in 0..{model.layer.heads - 1} (the layer has {model.layer.heads} heads), "
+                         f"got {head}")
+    x0 = model.inputs(x)
+    check_count("x", x, 0, what="image")
+    xs = [x0] + [s for _, s in model.states(x, iterations)]
     z = torch.stack([model.layer.normalised(s, t or 1)[0][0, head] for t, s in enumerate(xs)])
     z = z / z.norm(dim=-1, keepdim=True)
     return z.double().mul(1e4).round().div(1e4).tolist()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from energylab._checks import check_bool, check_count, check_int
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
 from energylab.batches import epoch_generator
@@ -88,7 +89,8 @@ _PAPER_LOSS = (("loss_sum", True), ("grad_clip", 10.0))
 
 
 def replace_seeds(run: NTRun, seeds: int) -> NTRun:
-    """The run with its own number of seeds (an override of Config.seeds)."""
+    """The run with its own number of seeds (an override of Config.seeds), an int >= 1."""
+    check_int("seeds", seeds, minimum=1)  # 0 or 1.5 were stored and failed later, far from here
     return dataclasses.replace(run, overrides=(*run.overrides, ("seeds", seeds)))
 
 
@@ -162,7 +164,9 @@ COST = {"quick": "about 30 s on one CPU thread",
 
 def weight_variation(model: NTModel, x: torch.Tensor) -> float:
     """Largest standard deviation, over the inputs x (B, N_con), of one attention weight a_{mn}: 0 when the
-    attention is purely positional (its weights do not depend on the input)."""
+    attention is purely positional (its weights do not depend on the input). x must hold at least 2 inputs."""
+    if isinstance(x, torch.Tensor):  # (the model checks the rest)
+        check_count("x", x, 0, minimum=2, what="input", why="a standard deviation over fewer is NaN")
     with torch.no_grad():
         _, a = model(x, return_attention=True)
     return float(a.std(0).max())
@@ -182,7 +186,8 @@ def _variant(run: NTRun, generator: torch.Generator) -> str:
 
 def epoch_batch(run: NTRun, n_batch: int, seed: int, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The batch of one epoch for one seed: a fresh series, (n_batch, N_con) inputs and (n_batch,) targets."""
-    g = epoch_generator(seed, epoch)
+    check_int("n_batch", n_batch, minimum=1)  # the task's message named its own n_predict
+    g = epoch_generator(check_int("seed", seed), check_int("epoch", epoch, minimum=0))  # 1.5: a raw manual_seed error
     return tasks.batch(run.N, run.tau, run.n_con, n_batch, _variant(run, g), generator=g)
 
 
@@ -195,7 +200,11 @@ def eval_set(run: NTRun, n_series: int, n_predict: int, seed: int) -> dict[str, 
 
 def evaluate(model: NTModel, data: dict, chunk: int = 4096) -> dict[str, float]:
     """Accuracy and loss on held-out windows, in chunks: "acc", "loss", plus "acc_NT", "acc_NT-S", ... for a
-    mixture of variants."""
+    mixture of variants. ``data``: {variant: (inputs, targets)} with at least one window; chunk >= 1."""
+    chunk = check_int("chunk", chunk, minimum=1)  # 0 was a raw range() error, -1 an accuracy of 0 without a word
+    if not isinstance(data, dict) or not data or any(len(y) == 0 for _, y in data.values()):
+        raise ValueError(f"data must map each variant to (inputs, targets) holding at least one window, got "
+                         f"{ {v: len(y) for v, (_, y) in data.items()} if isinstance(data, dict) else data!r}")
     device = next(model.parameters()).device
     metrics, correct, total = {}, 0.0, 0
     with torch.no_grad():
@@ -220,6 +229,8 @@ def constant_baseline(task: NTRun, n_batch: int, n_series: int, n_predict: int, 
     of ``train_epochs`` training batches of seed 0, scored on the windows :func:`run` evaluates its models on
     (``eval_set`` with seed ``20_000 + r``, r the task's index among the runs). About 1/N for NT; the input-blind
     column of the chapter's tables (:func:`energylab.baselines.constant_accuracy`)."""
+    train_epochs = check_int("train_epochs", train_epochs, minimum=1)  # 0 was a raw torch.cat error
+    r = check_int("r", r, minimum=0)
     train_y = torch.cat([epoch_batch(task, n_batch, 7919 * r, epoch)[1] for epoch in range(train_epochs)])
     held_out = torch.cat([y for _, y in eval_set(task, n_series, n_predict, seed=20_000 + r).values()])
     return constant_accuracy(train_y, held_out)
@@ -240,6 +251,16 @@ def _data_index(runs: tuple[NTRun, ...], task: NTRun) -> int:
     return next(i for i, t in enumerate(runs) if (t.N, t.tau, t.n_con, t.variant) == key)
 
 
+def _check_config(cfg: Config) -> None:
+    """The settings the loop uses without another check (each run's overrides applied): a fractional seed was used as
+    given, attention_maps=0 stored an all-NaN attention map, loss_sum='no' (a true string) summed the loss."""
+    check_int("seeds", cfg.seeds, minimum=1)
+    check_int("seed", cfg.seed, minimum=0)
+    check_int("attention_maps", cfg.attention_maps, minimum=1)
+    check_int("n_batch", cfg.n_batch, minimum=1)
+    check_bool("loss_sum", cfg.loss_sum)
+
+
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train every (task, attention) pair as an ensemble of ``config.seeds`` seeds; return curves and finals."""
     if not config.runs:
@@ -247,6 +268,10 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     if not isinstance(config.eval_every, int) or isinstance(config.eval_every, bool) or config.eval_every < 0:
         raise ValueError(f"eval_every must be an int >= 0 (0 = evaluate only at the start and end), "
                          f"got {config.eval_every!r}")
+    if not config.attentions:
+        raise ValueError("config.attentions is empty: name at least one of 'DPA', 'EA'")
+    for cfg in [config] + [dataclasses.replace(config, **dict(task.overrides)) for task in config.runs]:
+        _check_config(cfg)
     device = choose_device(config.device)
     results = Results("nt", config_record(config))
     results.extra.update(attention={}, parameters={}, device=str(device))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from energylab._checks import check_int, check_interval, check_positive
+from energylab._checks import check_instance, check_int, check_interval, check_positive
 from energylab.experiments import sudoku
 from energylab.jacobians import (
     check_finite_matrix,
@@ -131,7 +131,12 @@ def jacobian_norms(tokens, dim: int = 32, heads: int = 4, scale: float = 4.0, se
     (untrained) MSA, float64. One row per N: {"tokens", "plain", "normalised"}.
     """
     scale = check_positive("scale", scale, scalar=True)  # a NaN scale gave NaN norms without a word
+    if isinstance(tokens, (str, bytes)) or not hasattr(tokens, "__iter__"):
+        raise TypeError(f"tokens must be a collection of token counts (ints >= 1), e.g. [4, 16], got {tokens!r}")
     tokens = [check_int("tokens[]", n, minimum=1) for n in tokens]
+    if not tokens:
+        raise ValueError("tokens must hold at least one token count, got none")
+    seed = check_int("seed", seed)  # 1.5 was a raw manual_seed error
     torch.manual_seed(seed)
     msa = recurrent.MSA(dim, heads).double()
     norm = torch.nn.RMSNorm(dim).double()
@@ -194,7 +199,15 @@ def perturbed(model, factor: str, scale: float):
 
 def max_lyapunov(model, tokens: torch.Tensor, steps: int, warmup: int = 0) -> float:
     """Max Lyapunov exponent of x ↦ layer(x, c) from x_0 = c on one board (tokens (N,)): (1/T) Σ ln |R_11| over
-    ``steps`` steps after ``warmup`` uncounted ones (paper 003's protocol: warmup = 0, T = 16, one sample)."""
+    ``steps`` steps after ``warmup`` uncounted ones (paper 003's protocol: warmup = 0, T = 16, one sample).
+    NaN (not an error) when the exponent is not finite (−inf from a direction the step annihilates, or a Jacobian that
+    overflows, e.g. after :func:`perturbed` with an enormous step scale): the sweep of :func:`run` records such a point
+    and goes on."""
+    n = model.pos.shape[0]
+    if not isinstance(tokens, torch.Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor of one board's digits (N={n},), got {type(tokens).__name__}")
+    if tokens.shape != (n,):
+        raise ValueError(f"tokens must have shape (N={n},): one board, got {tuple(tokens.shape)}")
     with torch.no_grad():
         c = model.inputs(tokens[None].to(model.pos.device))[0]
     layer = model.layer
@@ -240,7 +253,15 @@ def e_single_heads(runs: list[Results]) -> tuple[list[dict], dict[str, str]]:
 
 
 def akorn_trace(model, data, iterations: int, k: int) -> dict:
-    """Pseudo-energy (mean over boards) and contribution index (first board) after each iteration."""
+    """Pseudo-energy (mean over boards) and contribution index (first board) after each iteration, for a looped
+    model with a Kuramoto layer ("akorn", "akorn-rmsnorm"); data: a :class:`~energylab.tasks.sudoku.SudokuDataset`,
+    iterations >= 1, k >= 1."""
+    if not isinstance(getattr(model, "layer", None), recurrent.KuramotoLayer):
+        raise TypeError(f"model must be a looped model with a Kuramoto layer ('akorn' or 'akorn-rmsnorm'), got layer "
+                        f"{type(getattr(model, 'layer', model)).__name__}")
+    check_instance("data", data, tasks.SudokuDataset)
+    iterations = check_int("iterations", iterations, minimum=1)  # 0 or -1 gave an empty trace without a word
+    k = check_int("k", k, minimum=1)
     layer, energies, index = model.layer, [], []
     with torch.no_grad():
         c = model.inputs(data.tokens.to(model.pos.device))

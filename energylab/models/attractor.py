@@ -41,6 +41,7 @@ from energylab._checks import (
     check_int,
     check_positive,
     check_tensor,
+    value_checks_off,
 )
 from energylab.forms.local import local_energies
 from energylab.portable import exact_sqrt
@@ -152,6 +153,11 @@ class BareSelfAttention(nn.Module):
         if sites.shape != e.shape[:1]:
             raise ValueError(f"sites must have shape ({e.shape[0]},) (one token index per image), "
                              f"got {tuple(sites.shape)}")
+        n = e.shape[1]  # one read-back at entry: 9 was an IndexError, -1 picked the last token without a word
+        if sites.numel() and not value_checks_off():
+            lo, hi = torch.stack(torch.aminmax(sites)).tolist()
+            if lo < 0 or hi >= n:
+                raise ValueError(f"sites must lie in 0..{n - 1} (token indices), got values {lo}..{hi}")
         return e[torch.arange(e.shape[0], device=e.device), sites]
 
     @torch.no_grad()
@@ -168,8 +174,9 @@ class BareSelfAttention(nn.Module):
         through the energy is faster than that operator at these sizes.
         """
         lam = self.config.lam_test if lam is None else lam
-        if self.config.drop_masked:
-            return self._field_without_masked(x, lam)
+        if self.config.drop_masked:  # checked here as local_energies checks the other route: a NaN lam gave h = 0
+            check_tensor("x", x, 3)
+            return self._field_without_masked(x, check_positive("lam", lam))
         with torch.enable_grad():
             own = x.detach().requires_grad_(True)
             (grad,) = torch.autograd.grad(local_energies(own, x.detach(), self.J.detach(), lam).sum(), own)
@@ -257,8 +264,7 @@ class RecurrentBlock(_PixelTransformer):
 
     def trajectory(self, spins: torch.Tensor, steps: int) -> torch.Tensor:
         """Pixel predictions after each of ``steps`` repetitions: (B, N, 2a) -> (steps, B, N, a)."""
-        if not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"steps must be a positive int, got {steps!r}")
+        steps = check_int("steps", steps, minimum=1)  # True passed as 1 before, a NumPy int was refused
         x = self._embed(spins)
         out = []
         for _ in range(steps):
@@ -268,7 +274,7 @@ class RecurrentBlock(_PixelTransformer):
 
     def forward(self, spins: torch.Tensor, tau: int) -> torch.Tensor:
         """Pixels (B, N, a) after tau repetitions."""
-        return self.trajectory(spins, tau)[-1]
+        return self.trajectory(spins, check_int("tau", tau, minimum=1))[-1]
 
 
 class PatchViT(_PixelTransformer):

@@ -42,7 +42,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from energylab import kernels
-from energylab._checks import check_bool, check_count, check_divides, check_int, check_number, check_positive
+from energylab._checks import (
+    check_bool,
+    check_count,
+    check_divides,
+    check_int,
+    check_number,
+    check_positive,
+    value_checks_off,
+)
 from energylab.forms import hyperspherical as hs
 from energylab.forms.hyperspherical import (
     gated_feedforward_energy,
@@ -180,6 +188,8 @@ class HyperSETLayer(nn.Module):
     def weights(self, t: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(W (H, d_h, d), D (d, M)) at iteration t, with the depth-wise LoRA adapter of t (t > T: the last)."""
         W, D = self.W, self.D
+        if t is not None:
+            t = check_int("t", t, minimum=1)  # the iteration, 1..T: 1.5 was an IndexError, 0 or -3 read as t = 1
         if self.lora_rank and t is not None:
             k = min(max(t, 1), self.lora_W_A.shape[0]) - 1
             W = W + self.lora_W_B[k] @ self.lora_W_A[k]
@@ -266,6 +276,9 @@ class HyperSETLayer(nn.Module):
                 x0: torch.Tensor | None = None) -> torch.Tensor:
         self._check_states(x)
         check_int("t", t, minimum=1)  # the iteration, 1..T
+        if x0 is not None and (not isinstance(x0, torch.Tensor) or x0.shape != x.shape):
+            raise ValueError(f"x0 must be a tensor of the states' shape {tuple(x.shape)}, got "
+                             f"{tuple(x0.shape) if isinstance(x0, torch.Tensor) else type(x0).__name__}")
         if self.inject and c is not None:
             x = x + c
         alpha, gamma = self.step_sizes(x if x0 is None or self.condition == "xt" else x0, t)
@@ -352,6 +365,8 @@ class HyperSET(nn.Module):
         want = (self.pos.shape[0] - 1, self.embed.in_features)
         if patches.dim() != 3 or tuple(patches.shape[1:]) != want:
             raise ValueError(f"patches must have shape (B, N={want[0]}, p={want[1]}), got {tuple(patches.shape)}")
+        if not value_checks_off() and not torch.isfinite(patches).all():  # once at entry: NaN logits without a word
+            raise ValueError("patches contains NaN or inf")
         x = self.embed(patches)
         return torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
 

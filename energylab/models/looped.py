@@ -30,7 +30,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from energylab._checks import check_bool, check_instance, check_int
+from energylab._checks import check_bool, check_instance, check_int, value_checks_off
 from energylab.models.block import MLP, PreNormBlock
 from energylab.modules import MultiHeadAttention
 
@@ -143,6 +143,17 @@ class LoopedConfig:
     inject: bool = True  # pass c to the layer at every iteration (False: c = None, x_0 = c only)
 
 
+def _check_digits(tokens: torch.Tensor, size: int) -> None:
+    """Every token a digit 0..size (0 = blank): one read-back of the extremes, at entry (an out-of-range token was an
+    IndexError of the embedding on the CPU and a device-side assert on a GPU). Skipped under torch.func transforms
+    and torch.compile, like every check on tensor contents."""
+    if tokens.numel() == 0 or value_checks_off():
+        return
+    lo, hi = torch.stack(torch.aminmax(tokens)).tolist()
+    if lo < 0 or hi > size:
+        raise ValueError(f"tokens must lie in 0..{size} (0 = blank, 1..{size} the digits), got values {lo}..{hi}")
+
+
 class LoopedModel(nn.Module):
     """Embedding with learnable positions, one shared layer iterated, RMSNorm + linear readout (no biases)."""
 
@@ -150,8 +161,7 @@ class LoopedModel(nn.Module):
         super().__init__()
         check_instance("config", config, LoopedConfig)
         builder = layer_builder(config.layer)
-        if not isinstance(config.iterations, int) or config.iterations < 1:
-            raise ValueError(f"iterations must be a positive int, got {config.iterations!r}")
+        check_int("config.iterations", config.iterations, minimum=1)  # True passed as 1 before
         for name, least in (("size", 2), ("dim", 1), ("heads", 1), ("ffn_mult", 1)):
             check_int(f"config.{name}", getattr(config, name), minimum=least)
         check_bool("config.inject", config.inject)
@@ -172,6 +182,7 @@ class LoopedModel(nn.Module):
                             f"got {getattr(tokens, 'dtype', type(tokens).__name__)}")
         if tokens.dim() != 2 or tokens.shape[1] != self.pos.shape[0]:
             raise ValueError(f"tokens must have shape (B, {self.pos.shape[0]}), got {tuple(tokens.shape)}")
+        _check_digits(tokens, self.config.size)
         return self.embed(tokens) + self.pos
 
     def readout(self, x: torch.Tensor) -> torch.Tensor:
@@ -180,9 +191,7 @@ class LoopedModel(nn.Module):
 
     def _steps(self, tokens: torch.Tensor, iterations: int | None):
         """Yield (t, x_t, c) for t = 1..T."""
-        T = self.config.iterations if iterations is None else iterations
-        if not isinstance(T, int) or T < 1:
-            raise ValueError(f"iterations must be a positive int, got {T!r}")
+        T = self.config.iterations if iterations is None else check_int("iterations", iterations, minimum=1)
         c = self.inputs(tokens)
         x, inject = c, c if self.config.inject else None
         takes_step = getattr(self.layer, "takes_step", False)
@@ -193,6 +202,7 @@ class LoopedModel(nn.Module):
     def forward(self, tokens: torch.Tensor, iterations: int | None = None, return_states: bool = False):
         """Logits (B, N, n) after ``iterations`` (default config.iterations); with ``return_states`` also the
         list of the T states x_1..x_T, each (B, N, d)."""
+        check_bool("return_states", return_states)
         states = []
         for _, x, _ in self._steps(tokens, iterations):
             if return_states:
@@ -202,9 +212,9 @@ class LoopedModel(nn.Module):
 
     def readouts(self, tokens: torch.Tensor, at) -> dict[int, torch.Tensor]:
         """{t: logits after t iterations} for every t in ``at``, from one pass of max(at) iterations."""
-        at = sorted({int(t) for t in at})
-        if not at or at[0] < 1:
-            raise ValueError(f"at must hold positive iteration counts, got {at!r}")
+        at = sorted({check_int("at[]", t, minimum=1) for t in at})  # 1.5 was truncated to 1, nan a raw error
+        if not at:
+            raise ValueError("at must hold at least one iteration count, got none")
         return {t: self.readout(x) for t, x, _ in self._steps(tokens, at[-1]) if t in at}
 
     def trace(self, tokens: torch.Tensor, iterations: int, hook: Callable) -> list:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from energylab._checks import check_bool, check_instance, check_int
+from energylab._checks import check_bool, check_instance, check_int, value_checks_off
 from energylab.forms.expressive import expressive_weights
 from energylab.forms.free_energy import dot_product_weights
 from energylab.tasks import one_hot
@@ -70,9 +70,18 @@ class NTModel(nn.Module):
 
     def forward(self, symbols: torch.Tensor, return_attention: bool = False):
         n, d = self.config.n_con, self.config.N
+        if not isinstance(symbols, torch.Tensor):
+            raise TypeError(f"symbols must be an integer torch.Tensor (B, N_con={n}), got {type(symbols).__name__}")
         if symbols.dim() != 2 or symbols.shape[1] != n:
             raise ValueError(f"symbols must have shape (B, N_con={n}), got {tuple(symbols.shape)}")
+        check_bool("return_attention", return_attention)
         x = one_hot(symbols, d, self.W_Q.dtype)  # (B, n, d)
+        # a symbol outside 0..N-1 was an all-zero one-hot row, read as a token without a word; one read-back at entry,
+        # skipped under the ensemble's vmap (where one_hot's zero row is the documented behaviour)
+        if symbols.numel() and not value_checks_off():
+            lo, hi = torch.stack(torch.aminmax(symbols)).tolist()
+            if lo < 0 or hi >= d:
+                raise ValueError(f"symbols must lie in 0..{d - 1} (the basis N={d}), got values {lo}..{hi}")
         u = self._layer_norm(x, 0)  # LN_1, (B, n, d)
         q = torch.einsum("med,bmd->bme", self.W_Q, u)  # Q_m = W_Q[m] u_m: (B, n, d)
         k = torch.einsum("med,bmd->bme", self.W_K, u)

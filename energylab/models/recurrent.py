@@ -59,11 +59,37 @@ class MSA(nn.Module):
         return (*split, self.o.weight.T.reshape(H, d // H, d))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_tokens(x, self.dim)
         *lead, N, d = x.shape
         H = self.heads
         q, k, v = (w(x).reshape(*lead, N, H, d // H).transpose(-2, -3) for w in (self.q, self.k, self.v))
         attn = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // H), dim=-1)  # (..., H, N, N)
         return self.o((attn @ v).transpose(-2, -3).reshape(*lead, N, d))
+
+
+def _check_tokens(x, dim: int) -> None:
+    """x: a floating (..., N, d) tensor with d = dim; shapes and dtype only (no values read back: it runs every
+    iteration). A wrong width or a 1-dim x was a raw matmul or unpacking error."""
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point torch.Tensor of tokens (..., N, d={dim}), "
+                        f"got {getattr(x, 'dtype', type(x).__name__)}")
+    if x.dim() < 2 or x.shape[-1] != dim:
+        raise ValueError(f"x must have shape (..., N, d={dim}), got {tuple(x.shape)}")
+
+
+def _with_input(y: torch.Tensor, c) -> torch.Tensor:
+    """C + MSA(X): c None, or a tensor broadcasting to the tokens' shape (a mismatch was a raw broadcasting error)."""
+    if c is None:
+        return y
+    if not isinstance(c, torch.Tensor) or not c.is_floating_point():
+        raise TypeError(f"c must be None or a floating-point torch.Tensor, got {getattr(c, 'dtype', type(c).__name__)}")
+    try:
+        fits = torch.broadcast_shapes(c.shape, y.shape) == y.shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"c must have the tokens' shape {tuple(y.shape)} (or broadcast to it), got {tuple(c.shape)}")
+    return y + c
 
 
 class ItrSA(nn.Module):
@@ -79,8 +105,7 @@ class ItrSA(nn.Module):
 
     def drive(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
         """Y = C + MSA(X), the part of the step inside the normalisation (c None: C = 0)."""
-        y = self.msa(x)
-        return y if c is None else y + c
+        return _with_input(self.msa(x), c)
 
     def forward(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
         return self.norm(x + self.eta * self.drive(x, c))
@@ -158,8 +183,7 @@ class KuramotoLayer(nn.Module):
 
     def drive(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
         """y = C + MSA(X) on the normalised oscillators X (c None: C = 0)."""
-        y = self.msa(x)
-        return y if c is None else y + c
+        return _with_input(self.msa(x), c)
 
     def _renorm(self, x: torch.Tensor) -> torch.Tensor:
         """Π, or Π then the gain; for the state fed to the next step (a gain ≠ 1 leaves the sphere)."""
@@ -189,6 +213,11 @@ class NormReadout(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 1 \
+                or x.shape[-1] != self.lin.in_features:
+            raise ValueError(f"x must be a floating-point tensor (..., d={self.lin.in_features}), got "
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__}"
+                             f"{' of dtype ' + str(x.dtype) if isinstance(x, torch.Tensor) else ''}")
         return self.lin(x).unflatten(-1, (-1, self.n)).norm(dim=-1) + self.bias
 
 

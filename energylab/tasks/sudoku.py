@@ -281,6 +281,11 @@ def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000
         if not isinstance(t, torch.Tensor) or t.dim() != 4 or tuple(t.shape[1:]) != (9, 9, 9):
             raise ValueError(f"{directory / fname}: expected a tensor of shape (n, 9, 9, 9), got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if t.layout != torch.strided or t.is_complex() or t.is_quantized:  # were raw argmax / sparse-kernel errors
+            raise ValueError(f"{directory / fname}: expected a dense real tensor, got layout {t.layout} and dtype "
+                             f"{t.dtype}")
+        if t.dtype == torch.bool:  # a one-hot of booleans reads as one of 0/1 (argmax has no bool kernel)
+            t = t.to(torch.uint8)
         ones = t.sum(-1)  # (n, 9, 9): 1 where a digit is set, 0 on blanks
         if not (((ones == 0) | (ones == 1)).all() and ((t == 0) | (t == 1)).all()):
             raise ValueError(f"{directory / fname}: expected a one-hot last axis (or all zeros for a blank)")
@@ -321,20 +326,22 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
     """
     if split not in ("train", "valid", "test"):
         raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
-    if seed is not None and (not isinstance(seed, int) or seed < 0):
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    if seed is not None:  # a NumPy int was refused, True taken as seed 1
+        seed = check_int("seed", seed, minimum=0)
     if limit is not None:
         limit = check_int("limit", limit, minimum=1)
     first = None if seed is not None else limit  # a random sample needs every row first
     path = Path(directory) / f"{split}.csv"
-    lines = _read_public(path, "RRN", lambda f: f.read().decode("utf-8").splitlines())
+    # utf-8-sig: a byte-order mark made the first board read as a header and dropped without a word
+    lines = _read_public(path, "RRN", lambda f: f.read().decode("utf-8-sig").splitlines())
     puzzles, solutions = [], []
     for line_no, line in enumerate(lines, 1):
         if first is not None and len(puzzles) >= first:
             break
         fields = line.strip().split(",")
-        if not line.strip() or (line_no == 1 and not fields[0].replace(".", "0").isdigit()):
-            continue  # blank line or header
+        header = line_no == 1 and not fields[0].replace(".", "0").isdigit() and len(fields[0]) != 81
+        if not line.strip() or header:
+            continue  # blank line or header (a first board of 81 characters with a bad one is an error, not skipped)
         if len(fields) != 2 or any(len(x) != 81 for x in fields):
             raise ValueError(f"{path}:{line_no}: expected 'puzzle,solution' with 81 digits each")
         q, a = (x.replace(".", "0") for x in fields)
