@@ -31,7 +31,7 @@ from energylab._setup import ROUND_OFF_FLOOR
 from energylab.models import count_parameters
 from energylab.sphere import sphere_step, tangent_projection
 
-__all__ = ["DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
+__all__ = ["DESCENT_ETA", "DESCENT_TOL", "DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
            "bib_keys", "form_rows", "verify_dim",
            "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cost_text", "costs_caption",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
@@ -53,6 +53,10 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 # The trainable layers, (layer class, catalog form, how the layer relates to the form), as registered beside the
 # layers in energylab.modules (the catalog is their one home; this is the Atlas's view of it).
 LAYERS: tuple[tuple[type, str, str], ...] = tuple(tuple(layer) for layer in catalog.LAYERS)
+
+# What tests/forms/test_atlas.py asserts of every form, and chapter 11 states: one step of DESCENT_ETA lowers the
+# energy, and the change matches its first-order prediction within DESCENT_TOL (relative; the rest is O(eta^2))
+DESCENT_ETA, DESCENT_TOL = 1e-4, 0.02
 
 
 def chapter_of(name: str) -> str:

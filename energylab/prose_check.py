@@ -9,7 +9,8 @@ Neither is needed for what this module strips or skips, the documented list:
   ``$...$`` except the decimals in it (a measured number typed as math is still a typed number);
 * the numbering of the book and of papers: headings, "section 8.5", "§9.11", "chapter 8", "Eq. (3)",
   "Theorem 1", "Lemma 2", "exercise 3", "issue 51", "paper 003" and labels, links and MyST role targets;
-* years (1900–2099), and words that hold digits (float64, H100, MHA2nd1st, 2nd);
+* years (1900–2099), software versions ("Python 3.11", "torch 2.11", "CUDA 13"), and words that hold digits
+  (float64, H100, MHA2nd1st, 2nd);
 * sizes that define a setup: board and box sizes written ``4×4``, and integers from 0 to 12 (counts of seeds,
   heads, layers, steps of a derivation: small enough to be read at a glance and part of how the setup is named).
 
@@ -21,13 +22,14 @@ import re
 
 __all__ = ["strip_markup", "sentences", "typed_numbers", "NUMBER"]
 
-NUMBER = re.compile(r"(?<![\w.,−-])[−-]?\d[\d,]*(?:\.\d+)?(?:[eE][−-]?\d+)?%?(?![\w])")
+NUMBER = re.compile(r"(?<![\w.,−-])[−-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][−-]?\d+)?%?(?![\w])")
 CITED = re.compile(r"\{cite(?::\w+)?\}|\bpapers? 00\d|paper's|\bTables? \d|\bTab\. \d|\bFig(?:ure|\.)? \d|\bSec\. \d|"
                    r"\bAppendix\b|\bapp\. [A-Z]|\bauthors'|\bthe authors\b")
 NUMBERING = re.compile(
     r"(?:§|\bsections?|\bchapters?|\bEqs?\.|\bequations?|\bTheorem|\bLemma|\bProposition|\bCorollary|"
     r"\bDefinition|\bexercises?|\bissues?|\bpapers?|\bitems?|\bsteps? \(|\bAssumption|\bRemark)"
     r"\s*\(?\s*$", re.IGNORECASE)
+VERSION = re.compile(r"(?:\bPython|\btorch|\bCUDA|\bversion|\bv)\s*$", re.IGNORECASE)
 SMALL = 12
 
 
@@ -64,7 +66,7 @@ def _allowed(token: str, before: str, after: str) -> bool:
             return True
     if re.search(r"[×x]\s*$", before) or re.match(r"\s*[×x]\s*\d", after):  # 4×4, 2 x 3 boxes
         return True
-    return bool(NUMBERING.search(before))
+    return bool(NUMBERING.search(before) or VERSION.search(before))
 
 
 def typed_numbers(markdown: str) -> list[tuple[str, str]]:

@@ -280,3 +280,61 @@ def _run_and_check(page, base: str, expect: dict, shots: pathlib.Path) -> None:
 
     assert entropy(after) > entropy(before), (before, after)  # hotter: flatter weights
     assert len(bars_after) == len(bars_before) and bars_after != bars_before
+
+
+PROSE_CHAPTER = "11_atlas.ipynb"  # its prose quotes computed numbers ({eval}`N.<name>`, energylab.prose)
+
+
+def test_prose_numbers_show_before_and_after_a_run(lab):
+    """The numbers the text quotes show in JupyterLab as they show on the website: from the values stored in the
+    markdown cells when the chapter is opened (no cell run yet), and from the reader's own kernel after Run All."""
+    from playwright.sync_api import sync_playwright
+
+    from energylab import prose
+
+    base, work = lab["base"], lab["work"]
+    nb = json.loads((ROOT / "notebooks" / PROSE_CHAPTER).read_text())
+    nb["metadata"].pop("widgets", None)
+    (work / "notebook" / PROSE_CHAPTER).write_text(json.dumps(nb, indent=1))
+    stored = {item["expression"]: item["result"]["data"]["text/plain"]
+              for c in nb["cells"] for item in c["metadata"].get("user_expressions", [])}
+    assert len(stored) >= 10
+    table = prose.table_of(nb)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"],
+                                    timeout=60_000)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(60_000)
+        try:
+            page.goto(f"{base}/lab/tree/{PROSE_CHAPTER}?token={TOKEN}", timeout=90_000)
+            page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-Cell').length === n",
+                                   arg=len(nb["cells"]), timeout=90_000)
+            page.wait_for_timeout(3000)  # markdown cells render after the cells arrive
+
+            def rendered() -> str:
+                return "\n".join(page.locator(".jp-Notebook .jp-MarkdownCell .myst").all_inner_texts())
+
+            shown = rendered()
+            page.screenshot(path=str(work / "prose-opened.png"))
+            assert not re.search(r"\bN\.\w", shown), "a role shown as its source"
+            cell = next(c for c in nb["cells"] if "N.gap_median" in "".join(c["source"]))
+            sentence = " ".join("".join(cell["source"]).split())
+            for expr, text in stored.items():  # the sentence as the reader reads it, values in place
+                sentence = sentence.replace(f"{{eval}}`{expr}`", text)
+            flat = " ".join(shown.split()).replace("’", "'")
+            near = flat[flat.find("instances the paper") - 60:flat.find("instances the paper") + 200]
+            assert sentence in flat, f"not rendered with its values: {sentence!r}; shown: {near!r}"
+            _wait_kernel_idle(base, timeout=90)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            page.wait_for_function(
+                """() => { const p = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
+                           return p.length > 0 && p.every(e => /^\\[\\d+\\]/.test(e.textContent.trim())); }""",
+                timeout=150_000)
+            page.wait_for_timeout(2000)
+            after = " ".join(rendered().split()).replace("’", "'")
+            page.screenshot(path=str(work / "prose-after-run.png"))
+            assert sentence in after, "Run All changed a quoted number (or left a role unevaluated)"
+            assert not re.search(r"\bN\.\w", after) and table["gap_median"] in after
+        finally:
+            browser.close()
