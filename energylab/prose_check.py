@@ -36,7 +36,10 @@ SMALL = 12
 def strip_markup(markdown: str) -> str:
     """``markdown`` without what the check skips (math, code, roles' targets, links, directive options, headings,
     HTML); the text that remains is what a reader reads as prose."""
-    text = re.sub(r"```.*?```|~~~.*?~~~", " ", markdown, flags=re.S)
+    # fenced blocks: a fence closes only on a line holding the same fence, so a ````{solution} block with a ```python
+    # block inside is skipped whole (matching the first ``` would leave the inner code as prose)
+    text = re.sub(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", " ", markdown, flags=re.S | re.M)
+    text = re.sub(r"```.*?```|~~~.*?~~~", " ", text, flags=re.S)
     text = re.sub(r"^(?: {4}|\t).*$", " ", text, flags=re.M)  # indented code (in exercise solutions)
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     # inline math: formulas are skipped, but a decimal in one is a measured number typed as math ($5.4\cdot10^{-5}$)

@@ -103,6 +103,8 @@ def test_computed_and_cited_numbers_pass():
     assert not typed_numbers("Section 8.5 and §9.11 and Eq. (3), in 2025, with float64 on 4×4 boards and 3 seeds.")
     assert not typed_numbers("Inline math $\\nabla^2 F = I - C/T$ and $10^{-12}$ are formulas.")
     assert typed_numbers("Inline math $\\lambda_{\\max} \\le 0.01$ states a measured bound.")  # a decimal in math
+    nested = "````{solution} ex-a\n:class: dropdown\n\nAbout 0.09.\n\n```python\nh = 0.01\n```\n````\nThen 0.5 % left."
+    assert [n for n, _ in typed_numbers(nested)] == ["0.5"]  # a fenced block is skipped whole, nested fences too
 
 
 def test_a_changed_run_fails_the_check(tmp_path):
