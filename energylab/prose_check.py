@@ -14,6 +14,9 @@ Neither is needed for what this module strips or skips, the documented list:
 * sizes that define a setup: board and box sizes written ``4×4``, and integers from 0 to 12 (counts of seeds,
   heads, layers, steps of a derivation: small enough to be read at a glance and part of how the setup is named).
 
+The "Run this chapter" box at the top of a chapter that trains is not checked: ``scripts/chapter_cells.py`` writes it
+from each experiment's ``COST`` strings, the one home of those estimates (tests/book/test_prose_numbers.py skips it).
+
 Everything else (a decimal, a percentage, a time, an integer above 12) is reported with its sentence.
 """
 from __future__ import annotations
