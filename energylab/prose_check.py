@@ -11,6 +11,8 @@ Neither is needed for what this module strips or skips, the documented list:
   "Theorem 1", "Lemma 2", "exercise 3", "issue 51", "paper 003" and labels, links and MyST role targets;
 * years (1900–2099), software versions ("Python 3.11", "torch 2.11", "CUDA 13"), and words that hold digits
   (float64, H100, MHA2nd1st, 2nd);
+* a chapter's "Run this chapter" box (the cell tagged ``run-this-chapter``, skipped by the test): it is written from
+  the experiments' ``COST`` by ``scripts/chapter_cells.py``, its one home, before any code cell runs;
 * sizes that define a setup: board and box sizes written ``4×4``, and integers from 0 to 12 (counts of seeds,
   heads, layers, steps of a derivation: small enough to be read at a glance and part of how the setup is named).
 

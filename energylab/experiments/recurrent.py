@@ -48,6 +48,10 @@ SPREAD_BOARDS = 6  # OOD boards of the trained models' λ_max spread (paper 003'
 # The working models of the medium run's Fig. 3 sweep (OOD accuracy above GOOD_BOARD) have λ_max at most
 # GOOD_LYAPUNOV_MAX: chapter 9 quotes it and tests/claims/test_recurrent_medium.py asserts it (the largest is +0.0009: a rerun can fail it)
 GOOD_BOARD, GOOD_LYAPUNOV_MAX = 0.5, 0.001
+# A 16-step warm-up moves every quick model's λ_max by at least WARMUP_SHIFT; after it the normalised models sit within
+# WARM_NEAR_ZERO of 0 and the unnormalised ItrSA above WARM_CHAOTIC (chapter 9, section 9.7; tests/models/
+# test_recurrent_models.py asserts them on a rerun of the quick models)
+WARMUP_SHIFT, WARM_NEAR_ZERO, WARM_CHAOTIC = 0.02, 0.05, 0.1
 
 
 @dataclass
@@ -246,6 +250,18 @@ def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
             out[row["layer"]] = {"paper": row["lyapunov"], "warm": row["lyapunov_warm"],
                                  "shift": row["lyapunov_warm"] - row["lyapunov"]}
     return out
+
+
+def baselines(config) -> dict[str, dict[str, dict[str, float]]]:
+    """The no-learning rungs of :data:`energylab.experiments.sudoku_claims.RUNGS` (input-blind vote, one elimination,
+    propagation without search) on the test sets of a run's ``config`` (a :class:`Config` or a Results.config), the
+    run's training boards as the reference, the same boards :func:`run` tests on: set -> rung -> {"board", "cell"}."""
+    from energylab.experiments.sudoku_claims import rungs  # it imports the Sudoku harness, as this module does
+
+    cfg = dataclasses.asdict(config) if isinstance(config, Config) else dict(config)
+    train_data = sudoku.load_set(cfg["train_set"], "train", cfg["n_train"], cfg["size"])
+    return {name: rungs(sudoku.load_set(name, "test", cfg["n_test"], cfg["size"]), train_data)
+            for name in cfg["test_sets"]}
 
 
 def e_single_heads(runs: list[Results]) -> tuple[list[dict], dict[str, str]]:
