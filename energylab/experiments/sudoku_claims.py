@@ -6,7 +6,7 @@ from energylab.baselines import sudoku_baseline, sudoku_blind_vote, sudoku_propa
 from energylab.results import Results
 from energylab.verdicts import compare, scaling
 
-__all__ = ["PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation", "nine_by_nine_baselines",
+__all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation", "nine_by_nine_baselines",
            "nine_by_nine_claims"]
 
 # The no-learning baselines every Sudoku score of chapters 8 and 9 stands beside, weakest first
@@ -97,3 +97,22 @@ def league_verdicts(results: Results) -> dict[str, str]:
                 out[f"{layer}, {s}, T -> {k}"] = scaling(seed_values(results, layer, s, T),
                                                          seed_values(results, layer, s, t))
     return out
+
+
+# A vote "beats" or "hurts" only by more than two standard errors of a board accuracy on the 500 test boards
+# (sqrt(0.25 / 500) = 0.022 at worst): a rerun with other noise could move smaller differences either way
+VOTE_MARGIN = 0.045
+
+
+def voting_claims(rows: dict[str, dict[str, float]], margin: float = VOTE_MARGIN) -> dict[str, list[str]]:
+    """What chapter 9 states about test-time voting, from :func:`energylab.experiments.sudoku_voting.voting_rows`:
+    the models where one long run (K·T iterations) beats every vote by more than ``margin``; where energy voting
+    is below the plain run at T by more than ``margin``; where confidence voting beats both the plain run at T
+    and the long run by more than ``margin``."""
+    votes = ("energy", "confidence", "majority")
+    return {
+        "long_run_wins": [m for m, r in rows.items() if all(r["plain@KT"] > r[v] + margin for v in votes if v in r)],
+        "energy_hurts": [m for m, r in rows.items() if "energy" in r and r["energy"] < r["plain@T"] - margin],
+        "confidence_wins": [m for m, r in rows.items()
+                            if r["confidence"] > max(r["plain@T"], r["plain@KT"]) + margin],
+    }

@@ -191,5 +191,29 @@ def commit_voting_4x4(overwrite: bool = False, **kwargs) -> str:
                                   "commit_voting_4x4()'", overwrite=overwrite)
 
 
-__all__ = ["SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy", "perturbed_starts", "vote_runs",
+def voting_rows(results, test_set: str, sigma: float, k: int) -> dict[str, dict[str, float]]:
+    """model -> method -> board accuracy, from a committed voting result (``tables["voting"]``) at one set, σ and
+    K (plain@T is the K = 1 run)."""
+    out: dict[str, dict[str, float]] = {}
+    for row in results.tables["voting"]:
+        if row["set"] == test_set and row["sigma"] == sigma and (row["K"] == k or row["method"] == "plain@T"):
+            if row["method"] == "plain@T" and row["K"] != 1:
+                continue
+            out.setdefault(row["model"], {})[row["method"]] = row["board"]
+    return out
+
+
+def voting_markdown(results, test_set: str, sigma: float, k: int) -> str:
+    """The table of :func:`voting_rows`: one row per model, one column per method (– where a layer has no energy)."""
+    rows = voting_rows(results, test_set, sigma, k)
+    head = ["model", "one run at T", f"one run at {k}T", "energy vote", "confidence vote", "majority",
+            "any run (oracle)"]
+    keys = ["plain@T", "plain@KT", "energy", "confidence", "majority", "any"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, got in rows.items():
+        lines.append(f"| `{model}` | " + " | ".join(f"{got[key]:.3f}" if key in got else "–" for key in keys) + " |")
+    return "\n".join(lines)
+
+
+__all__ = ["voting_rows", "voting_markdown", "SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy", "perturbed_starts", "vote_runs",
            "pick_lowest", "combine", "voting_table", "voting_4x4", "commit_voting_4x4"]
