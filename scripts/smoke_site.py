@@ -22,7 +22,8 @@ errors from timers or lazily loaded code are seen too. A page fails if:
   its box or past the article column; an equation or table may scroll inside a visible frame instead).
 Then, without a browser: the status page lists every chapter once with no failure, and every page's download
 menu links the whole-book PDF, which exists, shows every line of code and printed output whole (pdftotext), and
-on sampled pages, seen as images (pdftoppm), has nothing in its side margins.
+on sampled pages, seen as images (pdftoppm), has nothing in its side margins; every page, seen as an image, is
+not blank and does not end in an empty framed box.
 Exit status 0 when every page passes.
 """
 from __future__ import annotations
@@ -123,6 +124,11 @@ CLIP_WIDTHS = (1366, 1920)  # a common laptop window and a full-HD one
 KINDS = ("code", "output", "equation", "table")
 
 
+class CDPTimeout(websocket.WebSocketTimeoutException):
+    """Chromium did not answer a DevTools command in time; the message says which command and how long it waited
+    (a subclass of websocket's timeout, so the checks that let a busy page pass still catch it)."""
+
+
 class CDP:
     """A minimal DevTools-protocol client: send commands, collect events.
 
@@ -164,7 +170,7 @@ class CDP:
                 self._receive()
             except websocket.WebSocketTimeoutException:
                 if time.time() > deadline:
-                    raise
+                    raise CDPTimeout(f"Chromium did not answer {method} in {wait:.0f} s") from None
         reply = self.replies.pop(msg_id)
         self._follow()
         if "error" in reply:
@@ -300,12 +306,14 @@ def evaluate_checks(cdp: CDP, session: str) -> dict | None:
 def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
                timeout: float = 90.0, settle: float = 3.0, pdf: pathlib.Path | None = None,
                width: int | None = None, clip_widths: tuple[int, ...] | None = None,
-               clip_counts: dict | None = None) -> list[str]:
+               clip_counts: dict | None = None, print_only: bool = False) -> list[str]:
     """Open ``url`` in a new tab, wait until it has rendered, and return what a reader would find wrong (empty
     when nothing). With ``pdf``, the rendered page is then printed there (scripts/build_pdf.py); ``width`` sets
     the viewport's width in CSS pixels first (figures are laid out for it). ``clip_widths``: window widths at which
     clipped code, outputs, equations and tables are counted (a problem when any is); the counts are added into
-    ``clip_counts`` ({width: {kind: n}})."""
+    ``clip_counts`` ({width: {kind: n}}). With ``print_only`` (scripts/build_pdf.py), the page is only waited for
+    (loaded, math typeset, figures, live figures and solvers drawn, no error) and printed: the comparisons with
+    energylab, the dark-mode and the solver checks are the smoke test's, and printing does not depend on them."""
     target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
     session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     cdp.watched.clear()
@@ -370,10 +378,12 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         drawn = result.get("live_drawn", {}).get(name, 0)
         if drawn < n:
             problems.append(f"{name}: {n} in the page, {drawn} drawn")
+        if print_only:
+            continue
         started = time.perf_counter()
         problems += LIVE_FIGURES[name][1](cdp, session)
         print(f"  {name}: checked against energylab in {time.perf_counter() - started:.2f} s", flush=True)
-    if expected["figures"]:
+    if expected["figures"] and not print_only:
         problems += check_dark_figures(cdp, session)
     if expected.get("solvers"):
         drawn = result.get("solvers_drawn", 0)
@@ -382,7 +392,8 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         else:
             print(f"  sudoku solver: first prediction {max(result['first_prediction_ms']):.0f} ms after navigation "
                   f"started", flush=True)
-        problems += check_sudoku_solver(cdp, session)
+        if not print_only:
+            problems += check_sudoku_solver(cdp, session)
     if expected["redirect"] and result["path"] != expected["redirect"]:
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
@@ -912,6 +923,72 @@ def check_pdf_content(pdf: pathlib.Path, notebooks: list[pathlib.Path], images: 
     return problems, numbers
 
 
+PAGE_DPI = 30  # every page of the PDF is seen as an image at this resolution (check_pdf_pages)
+EMPTY_BOX_IN = 0.12  # a frame at least this tall at a page's bottom with nothing in it is an empty box
+BLANK_ROWS = 2  # a page with at most this many rows of pixels not white (at PAGE_DPI) is blank
+
+
+def page_problems(width: int, height: int, pixels: bytes, dpi: int = PAGE_DPI) -> tuple[str, float] | None:
+    """What is wrong with one printed page seen as an 8-bit grey image: ("blank", 0) for a page with nothing on it,
+    ("empty box", its height in inches) for a framed box that reaches the page's bottom margin with nothing in it
+    (a code box whose frame started on this page while its first line moved to the next); None when fine.
+
+    Inside the printed margins, the rows at the bottom of the content are read upwards: a box's row is tinted
+    (< 252) across at least half the column, its interior (less 3 pixels of frame at either side) holds no ink
+    (< 170: text is darker, a frame's tint and border are lighter). Text in them ends the box: a box broken after
+    its lines, which is fine. A white row above them is where the box started: the box was empty."""
+    import numpy as np
+
+    image = np.frombuffer(pixels, np.uint8)[:width * height].reshape(height, width)
+    margin = int(MARGIN_IN * dpi) - 2
+    content = image[margin:height - margin, margin:width - margin]
+    rows = np.nonzero((content < 250).any(axis=1))[0]
+    if len(rows) <= BLANK_ROWS:
+        return ("blank", 0.0)
+    last = y = int(rows[-1])
+    if content.shape[0] - 1 - last > 0.15 * dpi:  # the content ends above the bottom margin: no box runs on
+        return None
+    while y >= 0:
+        tinted = np.nonzero(content[y] < 252)[0]
+        if len(tinted) < 0.5 * content.shape[1]:
+            break
+        if (content[y, tinted[0] + 3:tinted[-1] - 2] < 170).any():
+            return None
+        y -= 1
+    height_in = (last - y) / dpi
+    return ("empty box", height_in) if height_in >= EMPTY_BOX_IN else None
+
+
+def check_pdf_pages(pdf: pathlib.Path, dpi: int = PAGE_DPI) -> tuple[list[str], dict]:
+    """Every page of ``pdf`` rendered as an image (pdftoppm, grey, ``dpi``) and checked by page_problems: no page
+    blank, no page ending in an empty framed box. Returns (problems naming the pages, numbers)."""
+    import time as _time
+
+    if shutil.which("pdftoppm") is None:
+        return ["pdftoppm missing (Debian: apt-get install poppler-utils)"], {}
+    started = _time.perf_counter()
+    empty, blank = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["pdftoppm", "-r", str(dpi), "-gray", str(pdf), str(pathlib.Path(tmp) / "p")], check=True)
+        images = sorted(pathlib.Path(tmp).glob("p-*.pgm"), key=lambda f: int(f.stem.split("-")[1]))
+        for image in images:
+            number = int(image.stem.split("-")[1])
+            found = page_problems(*_read_pgm(image), dpi=dpi)
+            if found and found[0] == "blank":
+                blank.append(number)
+            elif found:
+                empty.append((number, found[1]))
+    problems = []
+    if empty:
+        problems.append(f"PDF: {len(empty)} page(s) end in an empty framed box: "
+                        + ", ".join(f"page {n} ({h:.1f} in)" for n, h in empty))
+    if blank:
+        problems.append(f"PDF: {len(blank)} blank page(s): {', '.join(map(str, blank))}")
+    numbers = {"pages": len(images), "empty_boxes": len(empty), "blank": len(blank),
+               "seconds": _time.perf_counter() - started}
+    return problems, numbers
+
+
 def _read_pgm(path: pathlib.Path) -> tuple[int, int, bytes]:
     """A binary (P5, 8-bit) PGM: width, height, pixels."""
     data = path.read_bytes()
@@ -978,6 +1055,9 @@ def main(argv=None) -> int:
         pdf_problems, pdf_numbers = check_pdf_content(SITE / "energylab.pdf",
                                                       sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")),
                                                       images=args.screenshots)
+        page_problems, page_numbers = check_pdf_pages(SITE / "energylab.pdf")
+        pdf_problems += page_problems
+        pdf_numbers.update({f"every_page_{k}": v for k, v in page_numbers.items()})
     for name, problems in (("book/status.html (content)", check_status_page(SITE)),
                            ("energylab.pdf (the whole book)", check_book_pdf(SITE) + pdf_problems)):
         if problems:
