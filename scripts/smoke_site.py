@@ -394,6 +394,8 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
                   f"started", flush=True)
         if not print_only:
             problems += check_sudoku_solver(cdp, session)
+    if not print_only and (expected.get("solvers") or expected.get("live", {}).get("sphere-explorer")):
+        problems += check_dark_live(cdp, session)
     if expected["redirect"] and result["path"] != expected["redirect"]:
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
@@ -532,6 +534,118 @@ def check_dark_figures(cdp: CDP, session: str) -> list[str]:
     if looks["after"] != looks["before"]:
         changed = sum(a != b for a, b in zip(looks["after"], looks["before"]))
         problems.append(f"dark mode: {changed} figure(s) did not get their own colours back on the light page")
+    return problems
+
+
+# Legibility in dark mode of what the page draws itself (WCAG contrast ratio, >= 4.5 for text): every digit,
+# percentage and label of the Sudoku solver (book/assets/js/sudoku_solver.js), in both modes; and the figures a
+# control redraws (the solver's energy chart, chapter 6's sphere explorer), after a control changed on the dark page:
+# their background must stay clear (plotly_theme.js themes them again) and their text legible on the page.
+MIN_CONTRAST = 4.5
+CONTRAST_JS = r"""
+const parseColor = (c) => {
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(c || '');
+  if (hex) {
+    const h = hex[1].length === 3 ? [...hex[1]].map((x) => x + x).join('') : hex[1];
+    return [0, 2, 4].map((i) => parseInt(h.slice(i, i + 2), 16)).concat([1]);
+  }
+  const m = /rgba?\(([^)]+)\)/.exec(c || '');
+  if (!m) return c === 'white' ? [255, 255, 255, 1] : null;
+  const v = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+  return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
+};
+const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+const ground = (el) => {  // the opaque colour el is drawn on: its own and its ancestors' backgrounds, composed
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const c = parseColor(getComputedStyle(e).backgroundColor);
+    if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+  }
+  return layers.reverse().reduce((acc, c) => over(c, acc), [255, 255, 255, 1]);
+};
+const luminance = ([r, g, b]) => {
+  const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+};
+const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+                             return (x + 0.05) / (y + 0.05); };
+const settle = (ms) => new Promise((done) => setTimeout(done, ms));
+const solverText = () => {  // [ratio, what] for every element of the solvers that shows text
+  const out = [];
+  for (const el of document.querySelectorAll('div.sudoku-solver *')) {
+    const own = el.tagName === 'INPUT' ? (el.type === 'range' ? '' : el.value)
+      : [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('').trim();
+    if (!own || !el.getClientRects().length) continue;
+    const bg = ground(el), fg = over(parseColor(getComputedStyle(el).color), bg);
+    out.push([contrast(fg, bg), `${el.className || el.tagName.toLowerCase()} "${own.slice(0, 12)}" `
+              + `rgb(${fg.slice(0, 3).map(Math.round)}) on rgb(${bg.slice(0, 3).map(Math.round)})`]);
+  }
+  return out;
+};
+"""
+DARK_LIVE_JS = "(async () => {" + CONTRAST_JS + r"""
+  const result = {};
+  const worst = (list) => list.reduce((a, b) => (b[0] < a[0] ? b : a), [Infinity, '']);
+  document.documentElement.dataset.theme = 'light';
+  await settle(400);
+  const light = solverText();
+  document.documentElement.dataset.theme = 'dark';
+  await settle(600);
+  // a control changed on the dark page: the solver's iterations (to 1: early predictions, wrong cells among them)
+  // and the sphere explorer's seed; each redraws its figure with Plotly.react
+  for (const s of document.querySelectorAll('div.sudoku-solver input[type=range]')) {
+    s.value = 1; s.dispatchEvent(new Event('input'));
+  }
+  for (const s of document.querySelectorAll('div.sphere-explorer input[name=seed]')) {
+    s.value = 3; s.dispatchEvent(new Event('change'));
+  }
+  const plots = [...document.querySelectorAll('div.sudoku-solver .js-plotly-plot, div.sphere-explorer .js-plotly-plot')];
+  for (let k = 0; k < 40 && plots.some((el) => el._fullLayout.paper_bgcolor.replace(/ /g, '') !== 'rgba(0,0,0,0)'); k++)
+    await settle(250);
+  await settle(300);
+  const dark = solverText();
+  result.solver = {light: light.length, dark: dark.length, light_min: worst(light), dark_min: worst(dark),
+                   wrong: document.querySelectorAll('div.sudoku-solver .ss-wrong').length,
+                   failing: dark.concat(light).filter((x) => x[0] < %(min)s).slice(0, 5)};
+  result.figures = plots.map((el) => {
+    const bg = over(parseColor(el._fullLayout.paper_bgcolor), ground(el.parentElement));
+    const fg = over(parseColor(el._fullLayout.font.color) || [68, 68, 68, 1], bg);
+    return {where: el.closest('.sudoku-solver') ? 'sudoku solver energy chart' : 'sphere explorer',
+            paper: el._fullLayout.paper_bgcolor, ground: `rgb(${bg.slice(0, 3).map(Math.round)})`,
+            ratio: contrast(fg, bg), theme: el.dataset.plotTheme};
+  });
+  document.documentElement.dataset.theme = 'light';
+  await settle(400);
+  return JSON.stringify(result);
+})()""".replace("%(min)s", str(MIN_CONTRAST))
+
+
+def check_dark_live(cdp: CDP, session: str) -> list[str]:
+    """The solver's text legible in both modes and the redrawn figures on the dark page (problems, empty when
+    fine); the lowest contrast ratios are printed."""
+    try:
+        reply = cdp.send("Runtime.evaluate", session, expression=DARK_LIVE_JS, awaitPromise=True, returnByValue=True,
+                         wait=120)
+        if "exceptionDetails" in reply:
+            details = reply["exceptionDetails"]
+            raise RuntimeError(details.get("exception", {}).get("description") or details.get("text"))
+        looks = json.loads(reply["result"]["value"])
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        return [f"dark mode: the solver and redrawn figures could not be measured ({err})"]
+    problems = []
+    solver = looks["solver"]
+    if solver["light"] or solver["dark"]:
+        print(f"  contrast: sudoku solver lowest {solver['light_min'][0]:.2f} light ({solver['light_min'][1]}), "
+              f"{solver['dark_min'][0]:.2f} dark ({solver['dark_min'][1]}); {solver['dark']} texts, "
+              f"{solver['wrong']} wrong cells", flush=True)
+        for ratio, what in solver["failing"]:
+            problems.append(f"sudoku solver: contrast {ratio:.2f} < {MIN_CONTRAST} for {what}")
+    for fig in looks["figures"]:
+        print(f"  contrast: {fig['where']} redrawn on the dark page: text {fig['ratio']:.2f} on {fig['ground']} "
+              f"(paper {fig['paper']})", flush=True)
+        if fig["paper"].replace(" ", "") != "rgba(0,0,0,0)" or fig["ratio"] < MIN_CONTRAST:
+            problems.append(f"dark mode: the {fig['where']} redrawn after a control changed has background "
+                            f"{fig['paper']} (on {fig['ground']}), text contrast {fig['ratio']:.2f}")
     return problems
 
 

@@ -241,3 +241,8 @@ def test_print_css_hides_controls_and_keeps_short_boxes_whole():
         assert selector in printed
     assert "div.cell_input, div.cell_output" in printed and "break-inside: avoid" in printed
 
+
+def test_dark_mode_contrast_check_measures_the_solver_and_redrawn_figures():
+    js = ss.DARK_LIVE_JS
+    assert ss.MIN_CONTRAST == 4.5 and "< 4.5" in js
+    assert "div.sudoku-solver input[type=range]" in js and "div.sphere-explorer input[name=seed]" in js
