@@ -1,8 +1,10 @@
 """The whole book as one PDF, built offline: `python scripts/build_pdf.py` (after scripts/build_book.py).
 
 Jupyter Book builds the staged sources (_build/src, written by build_book.py) as a single HTML page; headless
-Chromium opens it, waits until MathJax has typeset every equation and plotly has drawn every figure (the same
-checks as the site's smoke test), and prints it to A4 as _build/html/energylab.pdf. Every page of the website then
+Chromium opens it, waits until MathJax has typeset every equation and plotly has drawn every figure (only that:
+the smoke test's comparisons, dark mode and solver checks are not run here), and prints it to A4 as
+_build/html/energylab.pdf. Every page of it is then seen as an image (smoke_site.check_pdf_pages): the build fails,
+naming the pages, if one is blank or ends in an empty framed code box. Every page of the website then
 gets a link to it in its download menu. The PDF has the math, the figures (as drawn, vector), the exercises and
 the bibliography; the ipywidgets controls (live only with a kernel) are left out. Every document starts on a new
 page, so that each chapter is also cut out of it as its own PDF (_build/html/pdf/<chapter>.pdf: poppler's pdfinfo
@@ -78,7 +80,8 @@ def print_book(page: pathlib.Path, out: pathlib.Path) -> list[str]:
         try:
             cdp = smoke_site.CDP(ws_url)
             url = f"http://127.0.0.1:{port}/{page.relative_to(root).as_posix()}"
-            return smoke_site.check_page(cdp, url, page, None, timeout=300, settle=2.0, pdf=out, width=PRINT_WIDTH)
+            return smoke_site.check_page(cdp, url, page, None, timeout=300, settle=2.0, pdf=out, width=PRINT_WIDTH,
+                                         print_only=True)
         finally:
             smoke_site.stop_chromium(proc)
             server.shutdown()
@@ -119,7 +122,7 @@ def split_chapters(pdf: pathlib.Path, page: pathlib.Path, out_dir: pathlib.Path)
         writer = PdfWriter()
         for number in range(first, last):
             writer.add_page(reader.pages[number])
-        writer.compress_identical_objects(remove_identicals=True, remove_orphans=True)
+        writer.compress_identical_objects(remove_duplicates=True, remove_unreferenced=True)
         stem = doc.split("/", 1)[1]
         with open(out_dir / f"{stem}.pdf", "wb") as f:
             writer.write(f)
@@ -156,7 +159,17 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     page = build_single_page()
     out = site / PDF_NAME
-    problems = print_book(page, out)
+    try:
+        problems = print_book(page, out)
+    except smoke_site.CDPTimeout as err:  # e.g. printing on a machine too busy to finish in PDF_WAIT seconds
+        print(f"[pdf] FAILED: timed out printing {page.relative_to(ROOT)}: {err}", file=sys.stderr, flush=True)
+        return 1
+    if out.exists():
+        # every page seen as an image: none blank, none ending in an empty framed box
+        page_problems, numbers = smoke_site.check_pdf_pages(out)
+        problems += page_problems
+        print(f"[pdf] every page checked: {numbers['pages']} pages, {numbers['empty_boxes']} ending in an empty "
+              f"box, {numbers['blank']} blank ({numbers['seconds']:.1f} s)", flush=True)
     for p in dict.fromkeys(problems):
         print(f"[pdf]   - {p}")
     chapters = split_chapters(out, page, site / CHAPTER_DIR) if out.exists() else {}

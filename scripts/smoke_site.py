@@ -22,7 +22,8 @@ errors from timers or lazily loaded code are seen too. A page fails if:
   its box or past the article column; an equation or table may scroll inside a visible frame instead).
 Then, without a browser: the status page lists every chapter once with no failure, and every page's download
 menu links the whole-book PDF, which exists, shows every line of code and printed output whole (pdftotext), and
-on sampled pages, seen as images (pdftoppm), has nothing in its side margins.
+on sampled pages, seen as images (pdftoppm), has nothing in its side margins; every page, seen as an image, is
+not blank and does not end in an empty framed box.
 Exit status 0 when every page passes.
 """
 from __future__ import annotations
@@ -123,6 +124,11 @@ CLIP_WIDTHS = (1366, 1920)  # a common laptop window and a full-HD one
 KINDS = ("code", "output", "equation", "table")
 
 
+class CDPTimeout(websocket.WebSocketTimeoutException):
+    """Chromium did not answer a DevTools command in time; the message says which command and how long it waited
+    (a subclass of websocket's timeout, so the checks that let a busy page pass still catch it)."""
+
+
 class CDP:
     """A minimal DevTools-protocol client: send commands, collect events.
 
@@ -164,7 +170,7 @@ class CDP:
                 self._receive()
             except websocket.WebSocketTimeoutException:
                 if time.time() > deadline:
-                    raise
+                    raise CDPTimeout(f"Chromium did not answer {method} in {wait:.0f} s") from None
         reply = self.replies.pop(msg_id)
         self._follow()
         if "error" in reply:
@@ -300,12 +306,14 @@ def evaluate_checks(cdp: CDP, session: str) -> dict | None:
 def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
                timeout: float = 90.0, settle: float = 3.0, pdf: pathlib.Path | None = None,
                width: int | None = None, clip_widths: tuple[int, ...] | None = None,
-               clip_counts: dict | None = None) -> list[str]:
+               clip_counts: dict | None = None, print_only: bool = False) -> list[str]:
     """Open ``url`` in a new tab, wait until it has rendered, and return what a reader would find wrong (empty
     when nothing). With ``pdf``, the rendered page is then printed there (scripts/build_pdf.py); ``width`` sets
     the viewport's width in CSS pixels first (figures are laid out for it). ``clip_widths``: window widths at which
     clipped code, outputs, equations and tables are counted (a problem when any is); the counts are added into
-    ``clip_counts`` ({width: {kind: n}})."""
+    ``clip_counts`` ({width: {kind: n}}). With ``print_only`` (scripts/build_pdf.py), the page is only waited for
+    (loaded, math typeset, figures, live figures and solvers drawn, no error) and printed: the comparisons with
+    energylab, the dark-mode and the solver checks are the smoke test's, and printing does not depend on them."""
     target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
     session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     cdp.watched.clear()
@@ -370,10 +378,12 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         drawn = result.get("live_drawn", {}).get(name, 0)
         if drawn < n:
             problems.append(f"{name}: {n} in the page, {drawn} drawn")
+        if print_only:
+            continue
         started = time.perf_counter()
         problems += LIVE_FIGURES[name][1](cdp, session)
         print(f"  {name}: checked against energylab in {time.perf_counter() - started:.2f} s", flush=True)
-    if expected["figures"]:
+    if expected["figures"] and not print_only:
         problems += check_dark_figures(cdp, session)
     if expected.get("solvers"):
         drawn = result.get("solvers_drawn", 0)
@@ -382,7 +392,10 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         else:
             print(f"  sudoku solver: first prediction {max(result['first_prediction_ms']):.0f} ms after navigation "
                   f"started", flush=True)
-        problems += check_sudoku_solver(cdp, session)
+        if not print_only:
+            problems += check_sudoku_solver(cdp, session)
+    if not print_only and (expected.get("solvers") or expected.get("live", {}).get("sphere-explorer")):
+        problems += check_dark_live(cdp, session)
     if expected["redirect"] and result["path"] != expected["redirect"]:
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
@@ -521,6 +534,118 @@ def check_dark_figures(cdp: CDP, session: str) -> list[str]:
     if looks["after"] != looks["before"]:
         changed = sum(a != b for a, b in zip(looks["after"], looks["before"]))
         problems.append(f"dark mode: {changed} figure(s) did not get their own colours back on the light page")
+    return problems
+
+
+# Legibility in dark mode of what the page draws itself (WCAG contrast ratio, >= 4.5 for text): every digit,
+# percentage and label of the Sudoku solver (book/assets/js/sudoku_solver.js), in both modes; and the figures a
+# control redraws (the solver's energy chart, chapter 6's sphere explorer), after a control changed on the dark page:
+# their background must stay clear (plotly_theme.js themes them again) and their text legible on the page.
+MIN_CONTRAST = 4.5
+CONTRAST_JS = r"""
+const parseColor = (c) => {
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(c || '');
+  if (hex) {
+    const h = hex[1].length === 3 ? [...hex[1]].map((x) => x + x).join('') : hex[1];
+    return [0, 2, 4].map((i) => parseInt(h.slice(i, i + 2), 16)).concat([1]);
+  }
+  const m = /rgba?\(([^)]+)\)/.exec(c || '');
+  if (!m) return c === 'white' ? [255, 255, 255, 1] : null;
+  const v = m[1].split(/[\s,\/]+/).filter(Boolean).map(Number);
+  return [v[0], v[1], v[2], v.length > 3 ? v[3] : 1];
+};
+const over = (top, bottom) => [0, 1, 2].map((i) => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+const ground = (el) => {  // the opaque colour el is drawn on: its own and its ancestors' backgrounds, composed
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const c = parseColor(getComputedStyle(e).backgroundColor);
+    if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+  }
+  return layers.reverse().reduce((acc, c) => over(c, acc), [255, 255, 255, 1]);
+};
+const luminance = ([r, g, b]) => {
+  const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+};
+const contrast = (a, b) => { const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+                             return (x + 0.05) / (y + 0.05); };
+const settle = (ms) => new Promise((done) => setTimeout(done, ms));
+const solverText = () => {  // [ratio, what] for every element of the solvers that shows text
+  const out = [];
+  for (const el of document.querySelectorAll('div.sudoku-solver *')) {
+    const own = el.tagName === 'INPUT' ? (el.type === 'range' ? '' : el.value)
+      : [...el.childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent).join('').trim();
+    if (!own || !el.getClientRects().length) continue;
+    const bg = ground(el), fg = over(parseColor(getComputedStyle(el).color), bg);
+    out.push([contrast(fg, bg), `${el.className || el.tagName.toLowerCase()} "${own.slice(0, 12)}" `
+              + `rgb(${fg.slice(0, 3).map(Math.round)}) on rgb(${bg.slice(0, 3).map(Math.round)})`]);
+  }
+  return out;
+};
+"""
+DARK_LIVE_JS = "(async () => {" + CONTRAST_JS + r"""
+  const result = {};
+  const worst = (list) => list.reduce((a, b) => (b[0] < a[0] ? b : a), [Infinity, '']);
+  document.documentElement.dataset.theme = 'light';
+  await settle(400);
+  const light = solverText();
+  document.documentElement.dataset.theme = 'dark';
+  await settle(600);
+  // a control changed on the dark page: the solver's iterations (to 1: early predictions, wrong cells among them)
+  // and the sphere explorer's seed; each redraws its figure with Plotly.react
+  for (const s of document.querySelectorAll('div.sudoku-solver input[type=range]')) {
+    s.value = 1; s.dispatchEvent(new Event('input'));
+  }
+  for (const s of document.querySelectorAll('div.sphere-explorer input[name=seed]')) {
+    s.value = 3; s.dispatchEvent(new Event('change'));
+  }
+  const plots = [...document.querySelectorAll('div.sudoku-solver .js-plotly-plot, div.sphere-explorer .js-plotly-plot')];
+  for (let k = 0; k < 40 && plots.some((el) => el._fullLayout.paper_bgcolor.replace(/ /g, '') !== 'rgba(0,0,0,0)'); k++)
+    await settle(250);
+  await settle(300);
+  const dark = solverText();
+  result.solver = {light: light.length, dark: dark.length, light_min: worst(light), dark_min: worst(dark),
+                   wrong: document.querySelectorAll('div.sudoku-solver .ss-wrong').length,
+                   failing: dark.concat(light).filter((x) => x[0] < %(min)s).slice(0, 5)};
+  result.figures = plots.map((el) => {
+    const bg = over(parseColor(el._fullLayout.paper_bgcolor), ground(el.parentElement));
+    const fg = over(parseColor(el._fullLayout.font.color) || [68, 68, 68, 1], bg);
+    return {where: el.closest('.sudoku-solver') ? 'sudoku solver energy chart' : 'sphere explorer',
+            paper: el._fullLayout.paper_bgcolor, ground: `rgb(${bg.slice(0, 3).map(Math.round)})`,
+            ratio: contrast(fg, bg), theme: el.dataset.plotTheme};
+  });
+  document.documentElement.dataset.theme = 'light';
+  await settle(400);
+  return JSON.stringify(result);
+})()""".replace("%(min)s", str(MIN_CONTRAST))
+
+
+def check_dark_live(cdp: CDP, session: str) -> list[str]:
+    """The solver's text legible in both modes and the redrawn figures on the dark page (problems, empty when
+    fine); the lowest contrast ratios are printed."""
+    try:
+        reply = cdp.send("Runtime.evaluate", session, expression=DARK_LIVE_JS, awaitPromise=True, returnByValue=True,
+                         wait=120)
+        if "exceptionDetails" in reply:
+            details = reply["exceptionDetails"]
+            raise RuntimeError(details.get("exception", {}).get("description") or details.get("text"))
+        looks = json.loads(reply["result"]["value"])
+    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        return [f"dark mode: the solver and redrawn figures could not be measured ({err})"]
+    problems = []
+    solver = looks["solver"]
+    if solver["light"] or solver["dark"]:
+        print(f"  contrast: sudoku solver lowest {solver['light_min'][0]:.2f} light ({solver['light_min'][1]}), "
+              f"{solver['dark_min'][0]:.2f} dark ({solver['dark_min'][1]}); {solver['dark']} texts, "
+              f"{solver['wrong']} wrong cells", flush=True)
+        for ratio, what in solver["failing"]:
+            problems.append(f"sudoku solver: contrast {ratio:.2f} < {MIN_CONTRAST} for {what}")
+    for fig in looks["figures"]:
+        print(f"  contrast: {fig['where']} redrawn on the dark page: text {fig['ratio']:.2f} on {fig['ground']} "
+              f"(paper {fig['paper']})", flush=True)
+        if fig["paper"].replace(" ", "") != "rgba(0,0,0,0)" or fig["ratio"] < MIN_CONTRAST:
+            problems.append(f"dark mode: the {fig['where']} redrawn after a control changed has background "
+                            f"{fig['paper']} (on {fig['ground']}), text contrast {fig['ratio']:.2f}")
     return problems
 
 
@@ -912,6 +1037,72 @@ def check_pdf_content(pdf: pathlib.Path, notebooks: list[pathlib.Path], images: 
     return problems, numbers
 
 
+PAGE_DPI = 30  # every page of the PDF is seen as an image at this resolution (check_pdf_pages)
+EMPTY_BOX_IN = 0.12  # a frame at least this tall at a page's bottom with nothing in it is an empty box
+BLANK_ROWS = 2  # a page with at most this many rows of pixels not white (at PAGE_DPI) is blank
+
+
+def page_problems(width: int, height: int, pixels: bytes, dpi: int = PAGE_DPI) -> tuple[str, float] | None:
+    """What is wrong with one printed page seen as an 8-bit grey image: ("blank", 0) for a page with nothing on it,
+    ("empty box", its height in inches) for a framed box that reaches the page's bottom margin with nothing in it
+    (a code box whose frame started on this page while its first line moved to the next); None when fine.
+
+    Inside the printed margins, the rows at the bottom of the content are read upwards: a box's row is tinted
+    (< 252) across at least half the column, its interior (less 3 pixels of frame at either side) holds no ink
+    (< 170: text is darker, a frame's tint and border are lighter). Text in them ends the box: a box broken after
+    its lines, which is fine. A white row above them is where the box started: the box was empty."""
+    import numpy as np
+
+    image = np.frombuffer(pixels, np.uint8)[:width * height].reshape(height, width)
+    margin = int(MARGIN_IN * dpi) - 2
+    content = image[margin:height - margin, margin:width - margin]
+    rows = np.nonzero((content < 250).any(axis=1))[0]
+    if len(rows) <= BLANK_ROWS:
+        return ("blank", 0.0)
+    last = y = int(rows[-1])
+    if content.shape[0] - 1 - last > 0.15 * dpi:  # the content ends above the bottom margin: no box runs on
+        return None
+    while y >= 0:
+        tinted = np.nonzero(content[y] < 252)[0]
+        if len(tinted) < 0.5 * content.shape[1]:
+            break
+        if (content[y, tinted[0] + 3:tinted[-1] - 2] < 170).any():
+            return None
+        y -= 1
+    height_in = (last - y) / dpi
+    return ("empty box", height_in) if height_in >= EMPTY_BOX_IN else None
+
+
+def check_pdf_pages(pdf: pathlib.Path, dpi: int = PAGE_DPI) -> tuple[list[str], dict]:
+    """Every page of ``pdf`` rendered as an image (pdftoppm, grey, ``dpi``) and checked by page_problems: no page
+    blank, no page ending in an empty framed box. Returns (problems naming the pages, numbers)."""
+    import time as _time
+
+    if shutil.which("pdftoppm") is None:
+        return ["pdftoppm missing (Debian: apt-get install poppler-utils)"], {}
+    started = _time.perf_counter()
+    empty, blank = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(["pdftoppm", "-r", str(dpi), "-gray", str(pdf), str(pathlib.Path(tmp) / "p")], check=True)
+        images = sorted(pathlib.Path(tmp).glob("p-*.pgm"), key=lambda f: int(f.stem.split("-")[1]))
+        for image in images:
+            number = int(image.stem.split("-")[1])
+            found = page_problems(*_read_pgm(image), dpi=dpi)
+            if found and found[0] == "blank":
+                blank.append(number)
+            elif found:
+                empty.append((number, found[1]))
+    problems = []
+    if empty:
+        problems.append(f"PDF: {len(empty)} page(s) end in an empty framed box: "
+                        + ", ".join(f"page {n} ({h:.1f} in)" for n, h in empty))
+    if blank:
+        problems.append(f"PDF: {len(blank)} blank page(s): {', '.join(map(str, blank))}")
+    numbers = {"pages": len(images), "empty_boxes": len(empty), "blank": len(blank),
+               "seconds": _time.perf_counter() - started}
+    return problems, numbers
+
+
 def _read_pgm(path: pathlib.Path) -> tuple[int, int, bytes]:
     """A binary (P5, 8-bit) PGM: width, height, pixels."""
     data = path.read_bytes()
@@ -978,6 +1169,9 @@ def main(argv=None) -> int:
         pdf_problems, pdf_numbers = check_pdf_content(SITE / "energylab.pdf",
                                                       sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")),
                                                       images=args.screenshots)
+        page_problems, page_numbers = check_pdf_pages(SITE / "energylab.pdf")
+        pdf_problems += page_problems
+        pdf_numbers.update({f"every_page_{k}": v for k, v in page_numbers.items()})
     for name, problems in (("book/status.html (content)", check_status_page(SITE)),
                            ("energylab.pdf (the whole book)", check_book_pdf(SITE) + pdf_problems)):
         if problems:

@@ -167,3 +167,82 @@ def test_pgm_reader(tmp_path):
     image.write_bytes(b"P6\n3 2\n255\n" + bytes(18))
     with pytest.raises(ValueError, match="PGM"):
         ss._read_pgm(image)
+
+
+def _page(dpi=30):
+    """A white A4 page at ``dpi`` as (width, height, numpy array) to draw on."""
+    np = pytest.importorskip("numpy")
+    return np.full((int(11.69 * dpi), int(8.27 * dpi)), 255, np.uint8)
+
+
+def _problems(image):
+    return ss.page_problems(image.shape[1], image.shape[0], image.tobytes())
+
+
+def test_page_check_finds_blank_pages_and_empty_boxes_at_the_bottom():
+    page = _page()
+    assert _problems(page) == ("blank", 0.0)
+    page[30:34, 20:200] = 40  # a paragraph
+    assert _problems(page) is None
+    bottom = page.shape[0] - 15  # the bottom margin (0.5 in)
+    empty = page.copy()
+    empty[bottom - 20:bottom, 18:230] = 245  # a tinted frame with nothing in it, reaching the bottom margin
+    empty[bottom - 20, 18:230] = 200  # its top border
+    kind, height = _problems(empty)
+    assert kind == "empty box" and abs(height - 20 / 30) < 0.05
+    broken = empty.copy()
+    broken[bottom - 12:bottom - 9, 30:150] = 60  # a line of code in it: a box broken after its lines is fine
+    assert _problems(broken) is None
+    above = page.copy()
+    above[200:240, 18:230] = 245  # a tinted box that ends well above the bottom: not a box started too late
+    assert _problems(above) is None
+
+
+def test_every_page_of_a_pdf_is_checked(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(cmd, check):  # pdftoppm writing three pages, the second blank
+        out = pathlib.Path(cmd[-1])
+        for n, inked in ((1, True), (2, False), (10, True)):
+            image = _page()
+            if inked:
+                image[40:44, 20:200] = 30
+            (out.parent / f"{out.name}-{n:02d}.pgm").write_bytes(
+                b"P5\n%d %d\n255\n" % (image.shape[1], image.shape[0]) + image.tobytes())
+        calls.append(cmd)
+
+    monkeypatch.setattr(ss.subprocess, "run", fake_run)
+    monkeypatch.setattr(ss.shutil, "which", lambda name: "/usr/bin/" + name)
+    problems, numbers = ss.check_pdf_pages(tmp_path / "book.pdf")
+    assert numbers["pages"] == 3 and numbers["blank"] == 1 and numbers["empty_boxes"] == 0
+    assert problems == ["PDF: 1 blank page(s): 2"]
+    assert "-f" not in calls[0]  # every page, not a sample
+
+
+def test_a_timeout_names_the_command(monkeypatch):
+    class SilentSocket:
+        def send(self, text):
+            pass
+
+        def recv(self):
+            raise ss.websocket.WebSocketTimeoutException()
+
+    cdp = ss.CDP.__new__(ss.CDP)
+    cdp.ws, cdp.next_id, cdp.events, cdp.replies, cdp.watched, cdp._attached = SilentSocket(), 0, [], {}, set(), []
+    with pytest.raises(ss.CDPTimeout, match=r"Page\.printToPDF in 0 s"):
+        cdp.send("Page.printToPDF", wait=0)
+
+
+def test_print_css_hides_controls_and_keeps_short_boxes_whole():
+    css = (SCRIPT.parents[1] / "book" / "assets" / "css" / "reading.css").read_text()
+    printed = css[css.index("@media print"):]
+    for selector in (".modebar", ".slider-container", ".updatemenu-container", ".sphere-explorer-controls",
+                     ".ss-controls", ".el-controls"):
+        assert selector in printed
+    assert "div.cell_input, div.cell_output" in printed and "break-inside: avoid" in printed
+
+
+def test_dark_mode_contrast_check_measures_the_solver_and_redrawn_figures():
+    js = ss.DARK_LIVE_JS
+    assert ss.MIN_CONTRAST == 4.5 and "< 4.5" in js
+    assert "div.sudoku-solver input[type=range]" in js and "div.sphere-explorer input[name=seed]" in js

@@ -1,7 +1,8 @@
 // Plotly figures follow the site's light/dark switch (the pydata theme sets <html data-theme="light|dark">).
 // The figures are made for a white page; on the dark page their backgrounds go transparent and their text, axis
 // lines and grids take light colours. Switching back restores each figure's own layout. Figures drawn later (an
-// explorer, a slider's redraw) are themed when they appear. scripts/smoke_site.py checks it on a chapter page.
+// explorer) are themed when they appear, and a figure its page redraws (Plotly.react after a control changed)
+// is themed again after the redraw. scripts/smoke_site.py checks it on a chapter page.
 (function () {
   "use strict";
   const DARK = { text: "#ced6dd", grid: "rgba(206, 214, 221, 0.16)", line: "rgba(206, 214, 221, 0.45)" };
@@ -27,18 +28,27 @@
     return u;
   }
 
+  // whether the figure's layout already carries every dark value (after Plotly.react with a fresh layout it does not)
+  const themed = (el, update) => Object.entries(update).every(([k, v]) => get(el.layout, k) === v);
+
   function theme(el) {
     if (!window.Plotly || !el.layout) return;
-    const want = isDark() ? "dark" : "light";
-    if ((el.dataset.plotTheme || "light") === want) return;
-    el.dataset.plotTheme = want;  // set first: relayout redraws, and the observer must not theme it again
-    if (want === "dark") {
+    if (!el._themeHooked && el.on) {
+      // a figure redrawn by its page (an explorer's or the solver's Plotly.react after a control changed) gets the
+      // layout it was made with, the light one: theme it again once drawn
+      el._themeHooked = true;
+      el.on("plotly_afterplot", () => { if (isDark()) theme(el); });
+    }
+    if (isDark()) {
       const update = darkUpdate(el.layout);
+      if (el.dataset.plotTheme === "dark" && themed(el, update)) return;
       // the figure's own values (null: plotly's default), restored on the light page
       el._lightLayout = Object.fromEntries(Object.keys(update).map((k) => [k, get(el.layout, k) ?? null]));
+      el.dataset.plotTheme = "dark";  // set first: relayout redraws, and the observer must not theme it again
       window.Plotly.relayout(el, update);
-    } else if (el._lightLayout) {
-      window.Plotly.relayout(el, el._lightLayout);
+    } else if (el.dataset.plotTheme === "dark") {
+      el.dataset.plotTheme = "light";
+      if (el._lightLayout) window.Plotly.relayout(el, el._lightLayout);
     }
   }
 

@@ -302,17 +302,26 @@
   }
 
   // ------------------------------------------------------------------ the widget
+  // colours as variables, set again for the theme's dark mode: every digit and percentage at least 4.5:1 against
+  // what it is drawn on in either mode (scripts/smoke_site.py measures it)
   const STYLE = `
-.sudoku-solver { border: 1px solid #ccc; border-radius: 6px; padding: 0.8em; margin: 1em 0; font-size: 0.9em; }
+.sudoku-solver { --ss-line: #333; --ss-thin: #bbb; --ss-given-bg: #e6e6e6; --ss-given: #111; --ss-cell-bg: #fff;
+  --ss-text: #111; --ss-conf: #222; --ss-wrong: #8e0018;
+  border: 1px solid var(--pst-color-border, #ccc); border-radius: 6px; padding: 0.8em; margin: 1em 0;
+  font-size: 0.9em; }
+html[data-theme="dark"] .sudoku-solver { --ss-line: #ced6dd; --ss-thin: #5c636a; --ss-given-bg: #3b4148;
+  --ss-given: #fff; --ss-cell-bg: transparent; --ss-text: #f0f3f5; --ss-conf: #e8f5e9; --ss-wrong: #ffb4ab; }
 .sudoku-solver .ss-controls { display: flex; flex-wrap: wrap; gap: 0.4em 1.2em; margin-bottom: 0.6em; align-items: center; }
 .sudoku-solver .ss-row { display: flex; flex-wrap: wrap; gap: 1.2em; align-items: flex-start; }
-.sudoku-solver .ss-board { display: grid; gap: 0; border: 2px solid #333; width: max-content; }
-.sudoku-solver .ss-cell { width: 2.4em; height: 2.4em; box-sizing: border-box; border: 1px solid #bbb;
+.sudoku-solver .ss-board { display: grid; gap: 0; border: 2px solid var(--ss-line); width: max-content; }
+.sudoku-solver .ss-cell { width: 2.4em; height: 2.4em; box-sizing: border-box; border: 1px solid var(--ss-thin);
+  color: var(--ss-text);
   display: flex; flex-direction: column; align-items: center; justify-content: center; font-size: 1.1em; }
-.sudoku-solver input.ss-cell { text-align: center; font: inherit; font-size: 1.1em; padding: 0; }
-.sudoku-solver .ss-given { font-weight: bold; background: #eee; }
-.sudoku-solver .ss-conf { font-size: 0.55em; color: #333; line-height: 1; }
-.sudoku-solver .ss-wrong { color: #b00020; }
+.sudoku-solver input.ss-cell { text-align: center; font: inherit; font-size: 1.1em; padding: 0;
+  background: var(--ss-cell-bg); }
+.sudoku-solver .ss-given { font-weight: bold; background: var(--ss-given-bg); color: var(--ss-given); }
+.sudoku-solver .ss-conf { font-size: 0.55em; color: var(--ss-conf); line-height: 1; }
+.sudoku-solver .ss-wrong, .sudoku-solver .ss-wrong .ss-conf { color: var(--ss-wrong); }
 .sudoku-solver .ss-strip { display: flex; flex-wrap: wrap; gap: 0.6em; margin-top: 0.6em; }
 .sudoku-solver .ss-mini .ss-cell { width: 1.15em; height: 1.15em; font-size: 0.7em; border-width: 0.5px; }
 .sudoku-solver .ss-caption { font-size: 0.8em; text-align: center; margin-top: 0.15em; }
@@ -321,8 +330,8 @@
 
   function boxBorders(cell, i, size) {  // thicker lines between the boxes (2x2 at 4x4, 2x3 at 6x6, 3x3 at 9x9)
     const [br, bc] = { 4: [2, 2], 6: [2, 3], 9: [3, 3] }[size], r = Math.floor(i / size), col = i % size;
-    if ((col + 1) % bc === 0 && col + 1 < size) cell.style.borderRight = "2px solid #333";
-    if ((r + 1) % br === 0 && r + 1 < size) cell.style.borderBottom = "2px solid #333";
+    if ((col + 1) % bc === 0 && col + 1 < size) cell.style.borderRight = "2px solid var(--ss-line)";
+    if ((r + 1) % br === 0 && r + 1 < size) cell.style.borderBottom = "2px solid var(--ss-line)";
   }
 
   function unitsOf(size) {  // the rows, columns and boxes of a board, as lists of cell indices (row-major)
@@ -389,7 +398,7 @@
     cells.forEach((c, i) => {
       const el = document.createElement("div");
       el.className = "ss-cell" + (c.given ? " ss-given" : "") + (c.wrong ? " ss-wrong" : "");
-      if (!c.given && c.conf !== undefined) el.style.background = `rgba(46, 125, 50, ${(0.08 + 0.5 * c.conf).toFixed(3)})`;
+      if (!c.given && c.conf !== undefined) el.style.background = `rgba(46, 125, 50, ${(0.06 + 0.4 * c.conf).toFixed(3)})`;
       el.append(String(c.digit || ""));
       if (!mini && !c.given && c.conf !== undefined) {
         const conf = document.createElement("span");
