@@ -2,7 +2,8 @@
 
 Uses nbclient directly (not papermill) so the committed file carries no run timestamps or injected-parameter
 cells; widget state is stored so the website can show the saved widgets; the numbers the prose quotes
-(``{eval}`N.<name>``` roles, :mod:`energylab.prose`) are stored in their markdown cells. Runs with the pinned numerics of
+(``{eval}`N.<name>``` roles, :mod:`energylab.prose`) are stored in their markdown cells. Runs with the pinned
+numerics of
 :mod:`energylab.portable`, like nbval.
 With no argument, executes every notebooks/NN_*.ipynb and prints the wall time of each. A path that is not a
 readable .ipynb file is one line ``error: ...`` and exit status 2, before any chapter runs.

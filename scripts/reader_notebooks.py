@@ -33,7 +33,8 @@ FENCE = re.compile(r"^(\s*)(`{3,}|:{3,})\{([\w:-]+)\}[ \t]*(.*)$")
 PRF_KINDS = {"prf:theorem": "Theorem", "prf:lemma": "Lemma", "prf:proposition": "Proposition",
              "prf:definition": "Definition", "prf:corollary": "Corollary", "prf:proof": "Proof"}
 # what may not survive the conversion: roles, directives, directive options, targets
-LEFTOVER = re.compile(r"(?<!`)\{[\w:-]+\}`|^\s*(`{3,}|:{3,})\{[\w:-]+\}|^\s*:(label|class|nonumber):|^\([\w-]+\)=\s*$", re.M)
+LEFTOVER = re.compile(r"(?<!`)\{[\w:-]+\}`|^\s*(`{3,}|:{3,})\{[\w:-]+\}|^\s*:(label|class|nonumber):"
+                      r"|^\([\w-]+\)=\s*$", re.M)
 
 
 def repository_url() -> str:

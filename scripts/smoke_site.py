@@ -599,7 +599,8 @@ DARK_LIVE_JS = "(async () => {" + CONTRAST_JS + r"""
   for (const s of document.querySelectorAll('div.sphere-explorer input[name=seed]')) {
     s.value = 3; s.dispatchEvent(new Event('change'));
   }
-  const plots = [...document.querySelectorAll('div.sudoku-solver .js-plotly-plot, div.sphere-explorer .js-plotly-plot')];
+  const plots = [...document.querySelectorAll(
+    'div.sudoku-solver .js-plotly-plot, div.sphere-explorer .js-plotly-plot')];
   for (let k = 0; k < 40 && plots.some((el) => el._fullLayout.paper_bgcolor.replace(/ /g, '') !== 'rgba(0,0,0,0)'); k++)
     await settle(250);
   await settle(300);

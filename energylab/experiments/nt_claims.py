@@ -120,5 +120,42 @@ def figures_claims(figures: Results) -> dict[str, bool]:
     }
 
 
+def guard_effect(free: Results, free_task: str, clipped: Results, clipped_task: str) -> dict[str, dict]:
+    """What a gradient clip does to the seed-mean held-out accuracy: for each mechanism, ``{"epochs": [...],
+    "change": clipped minus unclipped seed mean at each evaluation (float64), "slowdown": its largest drop,
+    "at": the epoch of that drop, "final": the change at the last evaluation}``. The two runs must share seeds, data
+    and evaluation epochs (the clip-guard profile and its twin in n16t2-causes)."""
+    out = {}
+    for m in MECHANISMS:
+        steps, free_curves = seed_curves(free, free_task, m)
+        clipped_steps, clipped_curves = seed_curves(clipped, clipped_task, m)
+        if steps != clipped_steps or free_curves.shape != clipped_curves.shape:
+            raise ValueError(f"{free_task} and {clipped_task} are not twins: their seeds or epochs differ")
+        change = clipped_curves.mean(0) - free_curves.mean(0)
+        worst = int(change.argmin())
+        out[m] = {"epochs": steps, "change": change, "slowdown": float(-change[worst]), "at": steps[worst],
+                  "final": float(change[-1])}
+    return out
+
+
+def guard_claims(causes: Results, guard: Results) -> dict[str, bool]:
+    """Section 5.9: what the figures run's clip at 10 does, on its measurable twin (N16T2-16, the loss summed over d,
+    2000 epochs): ``results/nt/clip-guard.json`` against n16t2-causes' unclipped run."""
+    free, clipped = "N16T2-16+sum+noclip", "N16T2-16+sum+clip10"
+    effect = guard_effect(causes, free, guard, clipped)
+    return {
+        "the guard is one-sided: it slows DPA's seed mean more than EA's (largest drops)":
+            effect["DPA"]["slowdown"] > effect["EA"]["slowdown"],
+        "at the end the guard moves neither seed mean by more than 0.005":
+            all(abs(e["final"]) < 0.005 for e in effect.values()),
+        "with and without the guard every EA seed solves it and ends above every DPA seed":
+            finals(guard)[f"{clipped}/EA"]["solved"] == finals(causes)[f"{free}/EA"]["solved"] == 8
+            and compare(guard, clipped) == compare(causes, free) == "ahead",
+        "with and without the guard EA's seed mean reaches 0.99 at the same evaluation":
+            first_epoch(guard, clipped, "EA", 0.99) == first_epoch(causes, free, "EA", 0.99),
+    }
+
+
 __all__ = ["MECHANISMS", "SOLVED", "finals", "seed_curves", "seed_mean", "first_epoch", "gain", "compare",
-           "long_claims", "causes_claims", "figures_claims"]
+           "long_claims", "causes_claims", "figures_claims", "guard_effect",
+           "guard_claims"]

@@ -46,7 +46,8 @@ from energylab.verdicts import compare
 CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
 SPREAD_BOARDS = 6  # OOD boards of the trained models' λ_max spread (paper 003's protocol reads one board)
 # The working models of the medium run's Fig. 3 sweep (OOD accuracy above GOOD_BOARD) have λ_max at most
-# GOOD_LYAPUNOV_MAX: chapter 9 quotes it and tests/claims/test_recurrent_medium.py asserts it (the largest is +0.0009: a rerun can fail it)
+# GOOD_LYAPUNOV_MAX: chapter 9 quotes it and tests/claims/test_recurrent_medium.py asserts it (the largest is
+# +0.0009: a rerun can fail it)
 GOOD_BOARD, GOOD_LYAPUNOV_MAX = 0.5, 0.001
 # A 16-step warm-up moves every quick model's λ_max by at least WARMUP_SHIFT; after it the normalised models sit within
 # WARM_NEAR_ZERO of 0 and the unnormalised ItrSA above WARM_CHAOTIC (chapter 9, section 9.7; tests/models/

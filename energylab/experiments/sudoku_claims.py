@@ -6,7 +6,8 @@ from energylab.baselines import sudoku_baseline, sudoku_blind_vote, sudoku_propa
 from energylab.results import Results
 from energylab.verdicts import compare, scaling
 
-__all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation", "nine_by_nine_baselines",
+__all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation",
+           "nine_by_nine_baselines",
            "nine_by_nine_claims"]
 
 # The no-learning baselines every Sudoku score of chapters 8 and 9 stands beside, weakest first

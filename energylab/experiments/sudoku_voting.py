@@ -215,5 +215,6 @@ def voting_markdown(results, test_set: str, sigma: float, k: int) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["voting_rows", "voting_markdown", "SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy", "perturbed_starts", "vote_runs",
+__all__ = ["voting_rows", "voting_markdown", "SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy",
+           "perturbed_starts", "vote_runs",
            "pick_lowest", "combine", "voting_table", "voting_4x4", "commit_voting_4x4"]

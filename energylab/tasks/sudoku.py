@@ -169,7 +169,8 @@ def default_cache_dir() -> Path:
 
 def _cache_key(config: SudokuSetConfig, split: str) -> str:
     spec = {"config": asdict(config), "split": split, "version": CACHE_VERSION}
-    for name, default in (("size", 9), ("hard", False), ("search", False)):  # fields added later: 9×9 keys stay what they were
+    # fields added later: 9×9 keys stay what they were
+    for name, default in (("size", 9), ("hard", False), ("search", False)):
         if spec["config"][name] == default:
             del spec["config"][name]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()

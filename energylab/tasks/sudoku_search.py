@@ -95,7 +95,8 @@ def generate_search(n: int, size: int = 9, seed: int = 0, givens: tuple[int, int
     dropped; the rest are certified unique by counting solutions up to two. Same seed, same output.
 
     Measured on one core shared with a training job (issue 51): 9×9 150–270 boards/s (1,000 in 3.7–6.8 s), 6×6
-    65–110 boards/s (1,000 in 9 s; one minimal dig in 20 survives). ``size=4`` is a ValueError: no unique 4×4 puzzle defeats propagation (module docstring).
+    65–110 boards/s (1,000 in 9 s; one minimal dig in 20 survives). ``size=4`` is a ValueError: no unique 4×4
+    puzzle defeats propagation (module docstring).
     """
     n = check_int("n", n, minimum=1)
     if isinstance(size, bool) or size not in SHAPES:

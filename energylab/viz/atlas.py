@@ -5,8 +5,8 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from energylab.catalog import EXACT_TOL, ORDER_TOL
 from energylab._setup import format_error
+from energylab.catalog import EXACT_TOL, ORDER_TOL
 from energylab.viz import PALETTE
 
 _KIND_COLOR = {"gradient": PALETTE[0], "newton": PALETTE[2], "approx": PALETTE[1]}

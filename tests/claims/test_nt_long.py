@@ -87,3 +87,16 @@ def test_a_claim_can_fail():
             history.curves["eval/acc"] = [v - 0.1 for v in history.curves["eval/acc"]]
     assert nt_claims.compare(results, "N16T2-16+sum+noclip") == "behind"
     assert not all(nt_claims.causes_claims(results).values())
+
+
+def test_the_clip_guard_claims_hold(causes):
+    """The clip-10 guard of the figures run, measured on N16T2-16 (results/nt/clip-guard.json): the file is its
+    profile from a clean pinned tree, the twin of n16t2-causes' unclipped run, and the chapter's claims hold."""
+    guard, provenance = load_committed("nt", "clip-guard")
+    assert [r["name"] for r in guard.config["runs"]] == [r.name for r in nt.PROFILES["clip-guard"].runs]
+    assert provenance["dirty"] is False and provenance["numerics"] == "pinned"
+    assert dict(guard.config["runs"][0]["overrides"])["grad_clip"] == nt.GUARD_CLIP
+    effect = nt_claims.guard_effect(causes[0], "N16T2-16+sum+noclip", guard, "N16T2-16+sum+clip10")
+    assert effect["DPA"]["change"][0] == effect["EA"]["change"][0] == 0  # same initial models and held-out data
+    claims = nt_claims.guard_claims(causes[0], guard)
+    assert len(claims) == 4 and all(claims.values()), claims

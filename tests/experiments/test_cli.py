@@ -224,7 +224,8 @@ def test_registry_helpers():
     cfg = experiments.get_config("nt", "quick", seeds=2)
     assert cfg.seeds == 2 and experiments.get_config("nt", "quick").seeds != 2  # a copy, profile untouched
     nt_profiles = {r["profile"] for r in experiments.describe() if r["experiment"] == "nt"}
-    assert nt_profiles == {"quick", "medium", "medium-n16t2", "long-n16t2", "figures", "n16t2-causes", "full"}
+    assert nt_profiles == {"quick", "medium", "medium-n16t2", "long-n16t2", "figures", "n16t2-causes", "clip-guard",
+                           "full"}
     assert isinstance(History(), History)
 
 

@@ -5,8 +5,8 @@ import torch
 from torch import nn
 
 from energylab import pretrained
-from energylab.experiments import sudoku_voting as V
 from energylab.experiments import sudoku as experiment
+from energylab.experiments import sudoku_voting as V
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.tasks.sudoku import SudokuDataset
 
