@@ -275,6 +275,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
 
 def seed_accuracies(results: Results, layer: str, iterations: int) -> list[float]:
     """Test accuracy of each seed of ``layer`` at T = ``iterations`` (``tables["accuracy"]`` rows)."""
+    if "accuracy" not in results.tables:
+        raise ValueError(f"results has no 'accuracy' table (a Hyper-SET run's); its tables: {sorted(results.tables)}")
     return [r["accuracy"] for r in results.tables["accuracy"] if r["layer"] == layer and r["iterations"] == iterations]
 
 

@@ -245,6 +245,8 @@ def lyapunov_spread(model, boards: torch.Tensor, steps: int, warmup: int = 0) ->
 def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
     """Per trained model: λ_max by paper 003's protocol ("paper": 16 steps from X⁽⁰⁾ = C), after the warm-up
     ("warm": the same horizon after ``lyap_warmup`` uncounted steps), and the shift between them."""
+    if "lyapunov" not in results.tables:
+        raise ValueError(f"results has no 'lyapunov' table (a recurrent run's); its tables: {sorted(results.tables)}")
     out = {}
     for row in results.tables["lyapunov"]:
         if row["factor"] == "none":

@@ -140,6 +140,8 @@ def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
     if target.is_floating_point() or target.dtype == torch.bool:
         raise TypeError(f"target must hold integer class indices, got dtype {target.dtype}")
     if pred.dim() == 3:
+        if pred.is_floating_point() and not bool(torch.isfinite(pred).all()):
+            raise ValueError("pred: the logits hold NaN or inf (their argmax would be an arbitrary digit)")
         pred = pred.argmax(-1)  # (B, 81, 9) -> (B, 81)
     elif pred.is_floating_point() or pred.dtype == torch.bool:
         raise TypeError(f"pred of shape (B, N) must hold integer class indices (or pass (B, N, size) logits), "
@@ -288,6 +290,8 @@ def load_satnet(directory: str | Path, split: str = "train", n_train: int = 9000
     if split not in ("train", "test", "all"):
         raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
     n_train = check_int("n_train", n_train, minimum=0)
+    if not isinstance(directory, (str, Path)):
+        raise TypeError(f"directory must be a path (str or pathlib.Path), got {type(directory).__name__}")
     directory = Path(directory)
     arrays = []
     for fname in ("features.pt", "labels.pt"):
