@@ -231,6 +231,27 @@ def evaluate(config: Config, models: dict[int, LoopedModel]) -> Results:
     return _run_layer(config, trained=models)
 
 
+def score_run(config: Config, out_dir: str, test_sets: tuple[str, ...]) -> Results:
+    """The models a finished single-layer run left in ``out_dir`` (one per seed, the weights' average where the run
+    kept one) scored on other ``test_sets`` at the run's test T, as :func:`evaluate` scores them: e.g. a 9×9 run on
+    the boards that need search. Nothing is trained: a seed whose checkpoint is missing or short of the run's
+    last step is a ValueError."""
+    if config.layers:
+        raise ValueError("score_run takes one layer's config (a league's runs are in out_dir/<layer>)")
+    train_data = load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
+    total = config.epochs * (len(train_data) // config.batch_size)
+    models = {}
+    for s in config.seeds:
+        folder = os.path.join(out_dir, f"seed{s}")
+        path = os.path.join(folder, "checkpoint.pt")
+        step = torch.load(path, map_location="cpu", weights_only=True)["step"] if os.path.exists(path) else None
+        if step != total:
+            raise ValueError(f"{path}: the run has not finished (step {step} of {total}); resume it first")
+        models[s], _ = train_seed(dataclasses.replace(config, progress=False), s, train_data, out_dir=folder,
+                                  resume=True, device="cpu")  # at its last step: loads, trains nothing
+    return evaluate(dataclasses.replace(config, test_sets=tuple(test_sets)), models)
+
+
 def _run_layer(config: Config, out_dir: str | None = None, resume: bool = False,
                trained: dict[int, LoopedModel] | None = None) -> Results:
     """Train one looped model (``config.layer``) per seed (or take ``trained[seed]``); evaluate every test set at

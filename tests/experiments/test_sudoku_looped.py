@@ -169,3 +169,18 @@ def test_committed_medium_cpu_run_shows_test_time_scaling():
     ood = [f[f"6x6-ood/board@T{t}"] for t in (4, 8, 16, 32)]
     assert ood == sorted(ood) and ood[-1] > 1.9 * ood[1]  # running the loop 4x longer doubles OOD boards solved
     assert prov["seconds"] < 30 * 60  # the medium-cpu budget: one CPU core, under 30 minutes
+
+
+def test_score_run_reads_a_finished_run_without_training(tmp_path):
+    import dataclasses
+
+    from energylab.experiments import sudoku as S
+
+    cfg = dataclasses.replace(S.PROFILES["quick"], epochs=1, n_train=128, n_test=40, progress=False, n_trace=0,
+                              ema=0.9, device="cpu", test_sets=("4x4-id",))
+    done = S.run(cfg, out_dir=str(tmp_path / "run"))
+    again = S.score_run(cfg, str(tmp_path / "run"), ("4x4-id", "4x4-ood"))
+    assert again.final["4x4-id/board@T8"] == done.final["4x4-id/board@T8"]  # the same (averaged) model
+    assert "4x4-ood/board@T8" in again.final and again.histories["seed0"].curves == {}
+    with pytest.raises(ValueError, match="has not finished"):
+        S.score_run(dataclasses.replace(cfg, epochs=2), str(tmp_path / "run"), ("4x4-ood",))
