@@ -28,8 +28,9 @@ from energylab import portable
 from energylab._checks import check_count, check_tensor
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import EpochOrder
-from energylab.experiments.attractor_claims import claims, decide_table, margins  # noqa: F401 (one home)
-from energylab.models.attractor import AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock
+from energylab.experiments.attractor_claims import MEAN_DIGIT_TOL, claims, decide_table, margins  # noqa: F401
+from energylab.models.attractor import (AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock,
+                                       correlation_couplings)
 from energylab.results import History, Results
 from energylab.runs import config_record
 from energylab.tasks import images as im
@@ -120,6 +121,14 @@ COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs;
         "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block and ViT steps"}
 
 
+def config_of(record: dict) -> Config:
+    """The :class:`Config` of a run from its recorded config (``Results.config``: lists back to tuples); a key
+    that is not a field of Config raises TypeError."""
+    if not isinstance(record, dict):
+        raise TypeError(f"record must be a run's config dict, got {type(record).__name__}")
+    return Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
+
+
 def _sub(out_dir: str | None, name: str) -> str | None:
     return None if out_dir is None else os.path.join(out_dir, name)
 
@@ -159,8 +168,11 @@ def corrupt_test(task: str, pixels: torch.Tensor, patch: int, cfg: Config):
 
 
 def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: str | None = None,
-               resume: bool = False) -> tuple[BareSelfAttention, History]:
-    """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``."""
+               resume: bool = False, watch=None) -> tuple[BareSelfAttention, History]:
+    """Pseudo-likelihood training of the bare model through the engine; norm fixing in ``after_step``.
+
+    ``watch(model, step)``, if given, is called after each step's norm fixing (to measure the couplings along the
+    way; it must not change the model)."""
     side = cfg.image_size // cfg.patch
     mcfg = AttractorConfig(n_tokens=side * side, patch_pixels=cfg.patch ** 2, dim=cfg.dim, init=cfg.init,
                            lam_train=cfg.lam_train, lam_test=cfg.lam_test, eta=cfg.eta, drop_masked=cfg.drop_masked)
@@ -183,9 +195,64 @@ def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: s
                      schedule="step", lr_step=cfg.lr_step_epochs * spe, lr_gamma=cfg.lr_gamma,
                      grad_clip=cfg.grad_clip, log_every=max(1, spe // 4), device=str(device), seed=cfg.seed,
                      progress=cfg.progress)
-    history = train(model, loss_fn, batches, tc, after_step=lambda m, step: m.fix_norm_(), out_dir=out_dir,
-                    resume=resume, identity=config_record(cfg))
+    def after_step(m, step):
+        m.fix_norm_()
+        if watch is not None:
+            watch(m, step)
+
+    history = train(model, loss_fn, batches, tc, after_step=after_step, out_dir=out_dir, resume=resume,
+                    identity=config_record(cfg))
     return model, history
+
+
+@torch.no_grad()
+def coupling_alignment(model: BareSelfAttention, spins: torch.Tensor) -> float:
+    """cos(J, C): the cosine between the couplings and the uncentred data correlations
+    C_ij = mean_b x_bi x_bj^T (:func:`~energylab.models.attractor.correlation_couplings`, the Hebbian minimiser
+    of the loss as lambda -> 0) of ``spins`` (B, N, 2a) embedded by the model; 1 = Hebbian couplings. The sums are
+    taken in float64 (a float32 sum over N^2 d^2 couplings is off in the sixth digit)."""
+    C = correlation_couplings(model.embed(spins).double())
+    J = model.J.detach().double()
+    return float((J * C).sum() / (J.norm() * C.norm()))
+
+
+def coupling_mechanism(cfg: Config, data: im.ImageData, device: torch.device, epochs: tuple[int, ...] = (1, 3, 20)
+                       ) -> dict:
+    """How the bare model's couplings and its masked prediction evolve with training: one run of
+    :func:`train_bare` for ``max(epochs)`` epochs (the step schedule depends on the step only, so its first k epochs
+    are the k-epoch run), measured at the end of each epoch in ``epochs``.
+
+    Returns ``{"mean_digit": the mean digit's masked MSE, "epochs": {k: row}}`` with, per row, ``cos_JC``
+    (:func:`coupling_alignment` on the training digits), ``mse`` (the masked MSE at t = 0..cfg.iterations, on the
+    first ``cfg.n_eval`` test digits corrupted by :func:`corrupt_test`), ``to_mean_digit`` (the MSE between the
+    prediction and the mean digit on the masked pixels, per t) and ``collapse_t``: the first t >= 1 at which that
+    MSE is below :data:`~energylab.experiments.attractor_claims.MEAN_DIGIT_TOL` (None if it never is).
+    """
+    if not epochs or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in epochs):
+        raise ValueError(f"epochs must be positive ints, got {epochs!r}")
+    spins = im.pixels_to_spins(im.patchify(data.train, cfg.patch)).to(device)
+    test = data.test[:cfg.n_eval].to(device)
+    mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)
+    spe = EpochOrder(len(spins), cfg.batch_size, drop_last=False, stride=1000).steps_per_epoch
+    at_step = {k * spe - 1: k for k in epochs}
+    rows = {}
+
+    def watch(model, step):
+        if step not in at_step:
+            return
+        was = model.training
+        model.eval()
+        curve, pix, target, mask = bare_curve(model, cfg, test, "masked", cfg.iterations)
+        to_mean = [float(im.masked_mse(p, mean_patches.expand_as(p), mask).mean()) for p in pix]
+        collapse = next((t for t in range(1, len(to_mean)) if to_mean[t] < MEAN_DIGIT_TOL), None)
+        rows[at_step[step]] = {"cos_JC": coupling_alignment(model, spins), "mse": curve, "to_mean_digit": to_mean,
+                               "collapse_t": collapse}
+        model.train(was)
+
+    train_bare(dataclasses.replace(cfg, epochs=max(epochs)), data, device, watch=watch)
+    _, target, mask = corrupt_test("masked", test, cfg.patch, cfg)
+    mean_digit = float(im.masked_mse(mean_patches.expand_as(target), target, mask).mean())
+    return {"mean_digit": mean_digit, "epochs": {k: rows[k] for k in sorted(rows)}}
 
 
 @torch.no_grad()
@@ -273,14 +340,33 @@ def _variances(res: Results, name: str, pred: torch.Tensor, mask: torch.Tensor) 
     res.final[f"variance/{name}/median"] = float(v.median())
 
 
-def _baselines(res: Results, data: im.ImageData, cfg: Config, patch: int, n: int) -> None:
-    """The input-blind scores beside every model score, with the same corrupted test set and metric:
-    ``baseline/<task>/p<patch>/mean_digit`` and ``.../class_mean`` (energylab.baselines)."""
+def score_baselines(cfg: Config, data: im.ImageData, patch: int, n: int) -> dict[str, dict[str, float]]:
+    """The no-learning scores beside every model score, on the run's own corrupted test digits (the first ``n``,
+    corrupted by :func:`corrupt_test`) with the same metric: ``{task: {"mean_digit", "class_mean"}}`` and, for
+    denoising, ``"shrink"``: the per-pixel linear shrink toward the mean digit
+    (:func:`energylab.baselines.shrink_prediction`), its coefficients fitted in closed form on the training digits
+    under another draw of the same noise (generator seed ``cfg.seed + 29``). Masked prediction has no shrink: a
+    masked pixel is not observed, so a per-pixel rule can only paint the mean digit there. The chapter computes
+    these for the committed runs from their configs; :func:`run` stores them as ``baseline/<task>/p<patch>/<name>``.
+    """
     test, labels = data.test[:n], data.test_labels[:n]
+    out = {}
     for task in ("masked", "denoise"):
-        _, target, mask = corrupt_test(task, test, patch, cfg)
-        out = bl.image_baselines(data.train, target, lambda x: im.patchify(x, patch), mask, data.train_labels, labels)
-        for name, value in out.items():
+        inp, target, mask = corrupt_test(task, test, patch, cfg)
+        extra = {}
+        if task == "denoise":
+            train_inp, _, _ = corrupt(task, data.train, patch, cfg, torch.Generator().manual_seed(cfg.seed + 29))
+            extra = dict(train_corrupted=im.unpatchify(im.spins_to_pixels(train_inp), *data.train.shape[1:]),
+                         corrupted=im.spins_to_pixels(inp))
+        out[task] = bl.image_baselines(data.train, target, lambda x: im.patchify(x, patch), mask, data.train_labels,
+                                       labels, **extra)
+    return out
+
+
+def _baselines(res: Results, data: im.ImageData, cfg: Config, patch: int, n: int) -> None:
+    """:func:`score_baselines` into ``res.final`` as ``baseline/<task>/p<patch>/<name>``."""
+    for task, scores in score_baselines(cfg, data, patch, n).items():
+        for name, value in scores.items():
             res.final[f"baseline/{task}/p{patch}/{name}"] = value
 
 
@@ -396,4 +482,4 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
 
 __all__ = ["Config", "PROFILES", "COST", "CHAPTER", "run", "load_data", "corrupt", "corrupt_test", "train_bare",
            "train_block", "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
-           "claims", "decide_table"]
+           "claims", "decide_table", "score_baselines", "config_of", "coupling_alignment", "coupling_mechanism", "MEAN_DIGIT_TOL"]

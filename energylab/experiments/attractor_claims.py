@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from energylab.results import Results
 
-__all__ = ["margins", "claims", "decide_table"]
+__all__ = ["margins", "claims", "decide_table", "MEAN_DIGIT_TOL"]
+
+MEAN_DIGIT_TOL = 1e-3  # a masked prediction within this MSE of the mean digit (on the masked pixels) "is" the mean digit
 
 
 def margins(final: dict, patch: int, model: str = "bare") -> dict[str, float]:
@@ -30,7 +32,7 @@ def claims(res: Results, tolerance: float = 0.02) -> dict[str, bool]:
         "masked: the bare model's best MSE is within the tolerance of painting the mean digit":
             abs(gap["masked"]) <= tolerance * base["masked"],
         "masked: at its best t the prediction is within MSE 1e-3 of the mean digit":
-            f["bare/masked/best/to_mean_digit"] < 1e-3,
+            f["bare/masked/best/to_mean_digit"] < MEAN_DIGIT_TOL,
         "masked: across test digits a masked patch's prediction varies < 10% as much as the true patch":
             f["bare/masked/best/spread"] < 0.1 * f["bare/masked/best/true_spread"],
         "denoise: the bare model beats the mean digit by more than 2.5 x the tolerance":
@@ -41,10 +43,15 @@ def claims(res: Results, tolerance: float = 0.02) -> dict[str, bool]:
     }
 
 
-def decide_table(runs: dict[str, Results]) -> list[dict]:
+def decide_table(runs: dict[str, Results], shrink: dict[str, float] | None = None) -> list[dict]:
     """One row per run of the bare model: what it changed from ``runs["base"]``'s config, its masked and denoising
     scores beside the mean-digit and class-mean baselines, and how close its masked prediction is to the mean digit.
-    ``margin``: (model - mean digit) / mean digit, negative when the model beats it."""
+    ``margin``: (model - mean digit) / mean digit, negative when the model beats it.
+
+    ``shrink``: optional {run name: denoising MSE of the per-pixel shrink baseline} (the committed files predate it;
+    :func:`~energylab.experiments.attractor.score_baselines` computes it from a run's config). Given, each row also
+    has ``denoise_shrink`` and ``denoise_vs_shrink`` = (model - shrink) / shrink (negative when the model beats it).
+    """
     base = runs["base"].config
     rows = []
     for name, r in runs.items():
@@ -58,5 +65,7 @@ def decide_table(runs: dict[str, Results]) -> list[dict]:
                         f"{task}_margin": (f[f"bare/{task}/best_mse"] - b) / b})
         row.update(best_t=int(f["bare/masked/best_t"]), to_mean_digit=f["bare/masked/best/to_mean_digit"],
                    spread_ratio=f["bare/masked/best/spread"] / f["bare/masked/best/true_spread"])
+        if shrink is not None:
+            row.update(denoise_shrink=shrink[name], denoise_vs_shrink=(row["denoise"] - shrink[name]) / shrink[name])
         rows.append(row)
     return rows
