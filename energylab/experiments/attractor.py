@@ -29,8 +29,13 @@ from energylab._checks import check_count, check_tensor
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import EpochOrder
 from energylab.experiments.attractor_claims import MEAN_DIGIT_TOL, claims, decide_table, margins  # noqa: F401
-from energylab.models.attractor import (AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock,
-                                       correlation_couplings)
+from energylab.models.attractor import (
+    AttractorConfig,
+    BareSelfAttention,
+    PatchViT,
+    RecurrentBlock,
+    correlation_couplings,
+)
 from energylab.results import History, Results
 from energylab.runs import config_record
 from energylab.tasks import images as im

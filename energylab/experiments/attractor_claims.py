@@ -6,7 +6,7 @@ from energylab.results import Results
 
 __all__ = ["margins", "claims", "decide_table", "MEAN_DIGIT_TOL"]
 
-MEAN_DIGIT_TOL = 1e-3  # a masked prediction within this MSE of the mean digit (on the masked pixels) "is" the mean digit
+MEAN_DIGIT_TOL = 1e-3  # a masked prediction within this MSE of the mean digit (masked pixels) "is" the mean digit
 
 
 def margins(final: dict, patch: int, model: str = "bare") -> dict[str, float]:
