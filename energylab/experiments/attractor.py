@@ -487,4 +487,5 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
 
 __all__ = ["Config", "PROFILES", "COST", "CHAPTER", "run", "load_data", "corrupt", "corrupt_test", "train_bare",
            "train_block", "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
-           "claims", "decide_table", "score_baselines", "config_of", "coupling_alignment", "coupling_mechanism", "MEAN_DIGIT_TOL"]
+           "claims", "decide_table", "score_baselines", "config_of", "coupling_alignment", "coupling_mechanism",
+           "MEAN_DIGIT_TOL"]
