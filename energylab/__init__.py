@@ -16,11 +16,10 @@ a family, tests/test_layout.py). A few functions are served from their modules: 
 builds a layer (:func:`energylab.energy_layer.derive`), ``energylab.setup_notebook(seed)`` prepares a chapter.
 """
 import importlib
+import pkgutil
 
-_SUBMODULES = {"catalog", "forms", "modules", "portable", "atlas", "descent", "sphere", "flows", "train", "batches",
-               "pretrained",
-               "ensemble", "experiments", "tasks", "models", "viz", "bench", "jacobians",
-               "committed", "results", "energy_layer", "baselines", "notebook"}
+# every public module and package of the library, found on disk, so that none is left unreachable from ``energylab``
+_SUBMODULES = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
 # function name -> the module that defines it
 _FUNCTIONS = {**dict.fromkeys(("choose_device", "format_error", "seed_everything"), "_setup"),
               "setup_notebook": "notebook", "derive": "energy_layer"}

@@ -281,12 +281,17 @@ def layers_markdown(rows: list[dict], costs: dict[str, dict[int, dict]] | None =
     return markdown_table(cells, columns)
 
 
-def forms_markdown(summary: list[dict]) -> str:
+def forms_markdown(summary: list[dict], baselines: dict[str, dict[str, float]] | None = None) -> str:
     """The table of :mod:`energylab.experiments.forms` (its ``tables["summary"]``): every trainable form under one
-    budget, best board accuracy first; accuracies as mean ± spread over seeds, time per step as a ratio."""
+    budget, best board accuracy first; accuracies as mean ± spread over seeds, time per step as a ratio. With
+    ``baselines`` (rung -> {"board", "cell"}, :func:`energylab.experiments.sudoku_claims.rungs` on the same boards)
+    the no-learning rows follow, in italics."""
     ordered = sorted(summary, key=lambda r: (-r["board"], r["layer"]))
     cells = [{"layer": f"`{r['layer']}`", "board": f"{r['board']:.3f} ± {r['board_std']:.3f}",
               "cell": f"{r['cell']:.3f} ± {r['cell_std']:.3f}", "parameters": f"{r['parameters']:,}",
               "time": f"{r['time_ratio']:.2f}"} for r in ordered]
+    for rung, acc in (baselines or {}).items():
+        cells.append({"layer": f"*{rung} (no learning)*", "board": f"{acc['board']:.3f}", "cell": f"{acc['cell']:.3f}",
+                      "parameters": "0", "time": "–"})
     return markdown_table(cells, {"layer": "looped block", "board": "boards solved", "cell": "blank cells right",
                                   "parameters": "parameters", "time": "time per step / softmax block"})

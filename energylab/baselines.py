@@ -240,8 +240,8 @@ def propagate_boards(puzzles: np.ndarray) -> np.ndarray:
     geo = geometry(s)
     out = np.zeros_like(p, dtype=np.int64)
     for b, board in enumerate(p.reshape(len(p), s * s).tolist()):
-        cand = geo.masks(board)
-        if all(cand) and geo.propagate(cand, [i for i, m in enumerate(cand) if not m & (m - 1)]):
+        cand = geo.propagated(board)  # energylab.tasks.sudoku_solver: singles until nothing changes
+        if cand is not None:
             out[b] = np.array([geo.digit.get(m, 0) for m in cand]).reshape(s, s)
         else:
             out[b] = p[b]

@@ -32,7 +32,14 @@ from energylab._checks import (
 from energylab.forms.free_energy import attention_step
 from energylab.sphere import sphere_step
 
-__all__ = ["Descent", "iterate", "descend", "multihead_sphere_instance", "multihead_attention"]
+__all__ = ["Descent", "iterate", "descend", "multihead_sphere_instance", "multihead_attention", "BELOW_BOUND",
+           "ABOVE_BOUND"]
+
+# the step sizes, as multiples of a sphere step bound (2ρ / max_i |W h_i| for the dot product, 2 / (T Δλ) for linear
+# attention), at which tests/test_descent.py and chapter 2 check that a projected loop descends (below) and overshoots
+# (above): the bounds are heuristics, so both sides are checked with a margin
+BELOW_BOUND = 0.9
+ABOVE_BOUND = 3.0
 
 
 # ----------------------------------------------------------------------------- iterating an operator

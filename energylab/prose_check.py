@@ -15,12 +15,18 @@ Neither is needed for what this module strips or skips, the documented list:
   heads, layers, steps of a derivation: small enough to be read at a glance and part of how the setup is named).
 
 Everything else (a decimal, a percentage, a time, an integer above 12) is reported with its sentence.
+
+Not checked here: the generated "Run this chapter" box (cells tagged :data:`GENERATED`), written by
+scripts/chapter_cells.py from each experiment's ``COST``, the experiment's own statement of its scale and time (one
+home per experiment; deriving its times from the committed runs' provenance is still to do).
 """
 from __future__ import annotations
 
 import re
 
-__all__ = ["strip_markup", "sentences", "typed_numbers", "NUMBER"]
+__all__ = ["strip_markup", "sentences", "typed_numbers", "prose_cells", "NUMBER", "GENERATED"]
+
+GENERATED = "run-this-chapter"  # the tag of the run box that scripts/chapter_cells.py writes
 
 NUMBER = re.compile(r"(?<![\w.,−-])[−-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][−-]?\d+)?%?(?![\w])")
 CITED = re.compile(r"\{cite(?::\w+)?\}|\bpapers? 00\d|paper's|\bTables? \d|\bTab\. \d|\bFig(?:ure|\.)? \d|\bSec\. \d|"
@@ -36,7 +42,10 @@ SMALL = 12
 def strip_markup(markdown: str) -> str:
     """``markdown`` without what the check skips (math, code, roles' targets, links, directive options, headings,
     HTML); the text that remains is what a reader reads as prose."""
-    text = re.sub(r"```.*?```|~~~.*?~~~", " ", markdown, flags=re.S)
+    # fenced blocks: a fence closes only on a line holding the same fence, so a ````{solution} block with a ```python
+    # block inside is skipped whole (matching the first ``` would leave the inner code as prose)
+    text = re.sub(r"^[ \t]*(`{3,}|~{3,})[^\n]*\n.*?^[ \t]*\1[ \t]*$", " ", markdown, flags=re.S | re.M)
+    text = re.sub(r"```.*?```|~~~.*?~~~", " ", text, flags=re.S)
     text = re.sub(r"^(?: {4}|\t).*$", " ", text, flags=re.M)  # indented code (in exercise solutions)
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)
     # inline math: formulas are skipped, but a decimal in one is a measured number typed as math ($5.4\cdot10^{-5}$)
@@ -80,3 +89,9 @@ def typed_numbers(markdown: str) -> list[tuple[str, str]]:
             if not _allowed(m.group(), sentence[max(0, m.start() - 16):m.start()], sentence[m.end():m.end() + 4]):
                 found.append((m.group(), " ".join(sentence.split())))
     return found
+
+
+def prose_cells(nb) -> list[str]:
+    """The markdown of a notebook (its JSON dict) that the check reads: every markdown cell but the generated ones."""
+    return ["".join(c["source"]) for c in nb["cells"]
+            if c["cell_type"] == "markdown" and GENERATED not in c.get("metadata", {}).get("tags", [])]

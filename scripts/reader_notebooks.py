@@ -9,7 +9,9 @@ writes a copy of every chapter in which
 - exercises become headings (``#### Exercise n: title``), each solution a collapsed ``<details>`` block;
 - theorems, lemmas, propositions and proofs become bold-titled paragraphs, admonitions block quotes;
 - ``{cite}`` roles become author–year citations, with the chapter's references listed at its end;
-- ``{prf:ref}``, ``{ref}`` and ``{doc}`` roles and relative links become plain text or links to the repository.
+- ``{prf:ref}``, ``{ref}`` and ``{doc}`` roles and relative links become plain text or links to the repository;
+- ``{eval}`N.<name>``` roles (numbers the prose quotes, :mod:`energylab.prose`) become the value the chapter's last
+  run printed.
 Code cells and their outputs are copied unchanged. scripts/build_book.py builds these into the website (its
 download and Colab buttons use them). Exit status 0; it raises on markup it does not know, so nothing is left raw.
 """
@@ -23,12 +25,15 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from energylab import prose  # noqa: E402 - torch-free
+
 OUT = ROOT / "_build" / "reader"
 FENCE = re.compile(r"^(\s*)(`{3,}|:{3,})\{([\w:-]+)\}[ \t]*(.*)$")
 PRF_KINDS = {"prf:theorem": "Theorem", "prf:lemma": "Lemma", "prf:proposition": "Proposition",
              "prf:definition": "Definition", "prf:corollary": "Corollary", "prf:proof": "Proof"}
 # what may not survive the conversion: roles, directives, directive options, targets
-LEFTOVER = re.compile(r"\{[\w:-]+\}`|^\s*(`{3,}|:{3,})\{[\w:-]+\}|^\s*:(label|class|nonumber):|^\([\w-]+\)=\s*$", re.M)
+LEFTOVER = re.compile(r"(?<!`)\{[\w:-]+\}`|^\s*(`{3,}|:{3,})\{[\w:-]+\}|^\s*:(label|class|nonumber):|^\([\w-]+\)=\s*$", re.M)
 
 
 def repository_url() -> str:
@@ -160,6 +165,9 @@ class Converter:
         self.book = book
         self.chapter = chapter
         self.cited: list[str] = []
+        # the numbers the prose quotes ({eval}`N.<name>`), as the chapter's last run printed them (energylab.prose)
+        self.numbers = (prose.table_of(json.loads(chapter.read_text(encoding="utf-8"))) if chapter.exists() else
+                        None) or {}
 
     def markdown(self, text: str) -> str:
         return "\n".join(self._block(b) for b in _blocks(text))
@@ -223,9 +231,15 @@ class Converter:
                 return self._repo_link(title, source)
             if name in ("math",):
                 return f"${content}$"
+            if name == "eval":  # Colab renders no MyST: the value the chapter's run stored
+                key = content.strip().removeprefix("N.")
+                if key not in self.numbers:
+                    raise ValueError(f"{self.chapter.name}: {{eval}}`{content}` has no value in the chapter's "
+                                     f"printed table of numbers (re-execute it)")
+                return self.numbers[key]
             raise ValueError(f"{self.chapter.name}: no plain-markdown form for the role {{{name}}}")
 
-        text = re.sub(r"\{([\w:-]+)\}`([^`]*)`", role, text)
+        text = re.sub(r"(?<!`)\{([\w:-]+)\}`([^`]*)`", role, text)  # not a role quoted as code
 
         def link(m: re.Match) -> str:  # relative links point into the repository
             label, target = m.group(1), m.group(2)

@@ -100,8 +100,8 @@ def test_dot_product_loop_off_the_sphere_lowers_the_bound_but_raises_the_true_en
     # projected onto the sphere |z| = ρ, the sphere adds curvature ≤ max_i |W h_i| / ρ: η < 2ρ / max_i |W h_i|
     z0 = z[:1]
     bound = 2 * float(z0.norm()) / float((H @ W.T).norm(dim=-1).max())
-    assert _loop("dot", z0, H, W, 0.5, 0.9 * bound, steps=60, sphere=True).increases() == 0
-    assert _loop("dot", z0, H, W, 0.5, 3.0 * bound, steps=60, sphere=True).increases() > 0
+    assert _loop("dot", z0, H, W, 0.5, descent.BELOW_BOUND * bound, steps=60, sphere=True).increases() == 0
+    assert _loop("dot", z0, H, W, 0.5, descent.ABOVE_BOUND * bound, steps=60, sphere=True).increases() > 0
 
 
 def _linear_bound(H, W, T):
@@ -118,8 +118,8 @@ def test_linear_loop_diverges_off_the_sphere_and_overshoots_on_it_above_the_boun
     free = _loop("linear", z[:1], H, W, T, 0.1, steps=20)
     assert free.increases() == 0 and free.states[-1].norm() > 100 * free.states[0].norm()
     bound = _linear_bound(H, W, T)
-    assert _loop("linear", z[:1], H, W, T, 0.9 * bound, steps=60, sphere=True).increases() == 0
-    assert _loop("linear", z[:1], H, W, T, 3.0 * bound, steps=60, sphere=True).increases() > 0
+    assert _loop("linear", z[:1], H, W, T, descent.BELOW_BOUND * bound, steps=60, sphere=True).increases() == 0
+    assert _loop("linear", z[:1], H, W, T, descent.ABOVE_BOUND * bound, steps=60, sphere=True).increases() > 0
 
 
 def test_descend_validates():

@@ -117,3 +117,17 @@ def test_no_two_test_files_share_a_name():
 
     names = collections.Counter(p.name for p in (pathlib.Path(__file__).parent).rglob("test_*.py"))
     assert [n for n, k in names.items() if k > 1] == []
+
+
+def test_every_public_module_is_reachable_from_the_package():
+    """``energylab.<module>`` works for every public module on disk (runs, loop, kernels, verdicts raised
+    AttributeError before), lazily: nothing is imported until asked for."""
+    import pkgutil
+
+    import energylab
+
+    names = {m.name for m in pkgutil.iter_modules(energylab.__path__) if not m.name.startswith("_")}
+    assert {"runs", "loop", "kernels", "verdicts", "prose"} <= names
+    for name in sorted(names):
+        assert getattr(energylab, name).__name__ == f"energylab.{name}"
+    assert set(dir(energylab)) >= names

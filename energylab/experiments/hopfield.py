@@ -66,7 +66,9 @@ PROFILES = {
     "full": Config(n_patterns=(10, 30, 100, 300, 1000, 2000, 4000),
                    betas=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0), n_queries=1000),
 }
-COST = {"quick": "about 12 s on one CPU thread (5 P x 6 beta x 100 queries, 5 steps; 11.7 s measured)",
+COST = {"quick": "10-60 s on one CPU thread: the retrieval grid (5 P x 6 beta x 100 queries, 5 steps), the capacity "
+                 "measurement of section 3.6 and the looped Transformer of section 3.8 (468 steps); 10.6 s measured on a "
+                 "free core, 59 s on a shared one",
         "full": "minutes on one CPU thread, seconds on a GPU (7 P up to 4,000 x 11 beta x 1,000 queries)"}
 GRID = ("accuracy", "one_step_accuracy", "predicted", "participation", "own_class_weight")  # metrics per (P, β)
 

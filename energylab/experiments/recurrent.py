@@ -11,7 +11,9 @@ trained on Sudoku with the harness of :mod:`energylab.experiments.sudoku` and th
    the top-k eigenspace (one board) after each iteration (Fig. 6).
 
 Results: ``tables["test_time"]`` rows (layer, set, iterations, board, cell); ``tables["lyapunov"]`` rows
-(layer, factor, scale, board, lyapunov, lyapunov_warm: after ``lyap_warmup`` uncounted steps);
+(layer, factor, scale, board, lyapunov, lyapunov_warm: after ``lyap_warmup`` uncounted steps; the trained model's row,
+factor "none", also holds ``lyapunov_boards`` / ``lyapunov_warm_boards``: the same readings on the first
+:data:`SPREAD_BOARDS` OOD boards, each from its own random start vector, :func:`lyapunov_spread`);
 ``extra["curves"][layer][set]`` board accuracy at every T; ``extra["trace"]`` {"iterations", "pseudo_energy",
 "contribution"}; ``final`` the headline numbers.
 Also here, without training: :func:`oscillator_eigenvalues` (Sec. 5.2) and :func:`jacobian_norms` (Fig. 1).
@@ -42,6 +44,14 @@ from energylab.train import Results, TrainConfig, train
 from energylab.verdicts import compare
 
 CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
+SPREAD_BOARDS = 6  # OOD boards of the trained models' λ_max spread (paper 003's protocol reads one board)
+# The working models of the medium run's Fig. 3 sweep (OOD accuracy above GOOD_BOARD) have λ_max at most
+# GOOD_LYAPUNOV_MAX: chapter 9 quotes it and tests/claims/test_recurrent_medium.py asserts it (the largest is +0.0009: a rerun can fail it)
+GOOD_BOARD, GOOD_LYAPUNOV_MAX = 0.5, 0.001
+# A 16-step warm-up moves every quick model's λ_max by at least WARMUP_SHIFT; after it the normalised models sit within
+# WARM_NEAR_ZERO of 0 and the unnormalised ItrSA above WARM_CHAOTIC (chapter 9, section 9.7; tests/models/
+# test_recurrent_models.py asserts them on a rerun of the quick models)
+WARMUP_SHIFT, WARM_NEAR_ZERO, WARM_CHAOTIC = 0.02, 0.05, 0.1
 
 
 @dataclass
@@ -85,6 +95,9 @@ PROFILES = {
     # with and without E-single (no sweep, no trace); run once per seed 0, 1, 2 and committed as e-single-heads-s<k>
     "e-single-heads": Config(layers=("itrsa:1h", "itrsa:1h+e-single", "itrsa", "itrsa+e-single"), sweep=(),
                              trace_iterations=0),
+    # chapter 9's regulariser table at quick scale (E-multi, E-single, spectral on the Kuramoto layer): run once,
+    # committed as quick-regularisers (it does not fit in the chapter's budget beside the quick models)
+    "quick-regularisers": Config(layers=("itrsa+e-multi", "itrsa+e-single", "akorn+spectral")),
     # paper 003's protocol (App. B): 9x9, SATNet-like ID / RRN-like OOD, D = 512, H = 8, T = 16, 100 epochs,
     # batch 100; no contribution-index trace (it forms a (81·512)² Jacobian); lr is our choice (the paper tunes it)
     "full": Config(layers=("itrsa", "itrsa-nonorm", "akorn", "akorn-rmsnorm", "itrsa+spectral", "itrsa+e-multi",
@@ -96,6 +109,8 @@ PROFILES = {
 COST = {
     "quick": "about 1 min on one CPU thread (measured 41 s idle, 112 s loaded: 5 models x 600 steps, d = 32, T = 4)",
     "full": "paper 003 scale: 8 models x 9,000 steps at d = 512, T = 16: several GPU hours (estimate, not run)",
+    "quick-regularisers": "about 1 min on one CPU thread (3 models x 600 steps, d = 32, T = 4); committed as "
+                          "results/recurrent/quick-regularisers.json",
     "e-single-heads": "about 1 min on one CPU thread per seed (4 models x 600 steps, d = 32, T = 4)",
     "medium": "13 min on one CPU core (measured: 8 models x 1,170 steps at d = 64, T = 16, with the sweeps and the "
               "64-iteration trace); committed as results/recurrent/medium.json",
@@ -197,12 +212,13 @@ def perturbed(model, factor: str, scale: float):
     return model
 
 
-def max_lyapunov(model, tokens: torch.Tensor, steps: int, warmup: int = 0) -> float:
+def max_lyapunov(model, tokens: torch.Tensor, steps: int, warmup: int = 0,
+                 generator: torch.Generator | None = None) -> float:
     """Max Lyapunov exponent of x ↦ layer(x, c) from x_0 = c on one board (tokens (N,)): (1/T) Σ ln |R_11| over
     ``steps`` steps after ``warmup`` uncounted ones (paper 003's protocol: warmup = 0, T = 16, one sample).
     NaN (not an error) when the exponent is not finite (−inf from a direction the step annihilates, or a Jacobian that
     overflows, e.g. after :func:`perturbed` with an enormous step scale): the sweep of :func:`run` records such a point
-    and goes on."""
+    and goes on. ``generator`` draws the random start vector (None: the same one every call, seed 0)."""
     n = model.pos.shape[0]
     if not isinstance(tokens, torch.Tensor):
         raise TypeError(f"tokens must be a torch.Tensor of one board's digits (N={n},), got {type(tokens).__name__}")
@@ -211,8 +227,18 @@ def max_lyapunov(model, tokens: torch.Tensor, steps: int, warmup: int = 0) -> fl
     with torch.no_grad():
         c = model.inputs(tokens[None].to(model.pos.device))[0]
     layer = model.layer
-    value = lyapunov_spectrum(lambda x: layer(x[None], c[None])[0], c, steps, k=1, warmup=warmup)[0].detach()
+    value = lyapunov_spectrum(lambda x: layer(x[None], c[None])[0], c, steps, k=1, warmup=warmup,
+                              generator=generator)[0].detach()
     return float(value) if torch.isfinite(value) else float("nan")
+
+
+def lyapunov_spread(model, boards: torch.Tensor, steps: int, warmup: int = 0) -> list[float]:
+    """:func:`max_lyapunov` on each board of ``boards`` (B, N), board b from the random start vector of seed b: what
+    one reading (one board, one start vector, paper 003's protocol) leaves out."""
+    if not isinstance(boards, torch.Tensor) or boards.dim() != 2:
+        raise ValueError(f"boards must be a (B, N) tensor of boards' digits, got {getattr(boards, 'shape', boards)}")
+    return [max_lyapunov(model, b, steps, warmup, torch.Generator(device=model.pos.device).manual_seed(k))
+            for k, b in enumerate(boards)]
 
 
 def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
@@ -224,6 +250,18 @@ def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
             out[row["layer"]] = {"paper": row["lyapunov"], "warm": row["lyapunov_warm"],
                                  "shift": row["lyapunov_warm"] - row["lyapunov"]}
     return out
+
+
+def baselines(config) -> dict[str, dict[str, dict[str, float]]]:
+    """The no-learning rungs of :data:`energylab.experiments.sudoku_claims.RUNGS` (input-blind vote, one elimination,
+    propagation without search) on the test sets of a run's ``config`` (a :class:`Config` or a Results.config), the
+    run's training boards as the reference, the same boards :func:`run` tests on: set -> rung -> {"board", "cell"}."""
+    from energylab.experiments.sudoku_claims import rungs  # it imports the Sudoku harness, as this module does
+
+    cfg = dataclasses.asdict(config) if isinstance(config, Config) else dict(config)
+    train_data = sudoku.load_set(cfg["train_set"], "train", cfg["n_train"], cfg["size"])
+    return {name: rungs(sudoku.load_set(name, "test", cfg["n_test"], cfg["size"]), train_data)
+            for name in cfg["test_sets"]}
 
 
 def e_single_heads(runs: list[Results]) -> tuple[list[dict], dict[str, str]]:
@@ -304,6 +342,11 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             lyap.append({"layer": spec, "factor": factor, "scale": scale, "board": board,
                          "lyapunov": max_lyapunov(m, ood.tokens[0], config.lyap_steps),
                          "lyapunov_warm": max_lyapunov(m, ood.tokens[0], config.lyap_steps, config.lyap_warmup)})
+            if factor == "none":
+                spread = ood.tokens[:SPREAD_BOARDS]
+                lyap[-1].update(lyapunov_boards=lyapunov_spread(m, spread, config.lyap_steps),
+                                lyapunov_warm_boards=lyapunov_spread(m, spread, config.lyap_steps,
+                                                                     config.lyap_warmup))
         if config.trace_iterations and "trace" not in results.extra and isinstance(model.layer,
                                                                                     recurrent.KuramotoLayer):
             results.extra["trace"] = {"layer": spec, **akorn_trace(model, sweep_data, config.trace_iterations,

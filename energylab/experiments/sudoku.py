@@ -6,7 +6,8 @@ blanks only, then evaluated on an in-distribution and harder out-of-distribution
 ``test_iterations`` (test-time scaling: does running the loop longer than it was trained help?).
 
 Data (``energylab.tasks.sudoku``): a set is a name in ``NAMED_SETS`` (generated and cached: ``"4x4-id"``,
-``"4x4-ood"``, ``"6x6-id"``, ``"6x6-ood"``, ``"satnet-like"``, ``"rrn-like"``, ``"rrn-17"``), or the public
+``"4x4-ood"``, ``"6x6-id"``, ``"6x6-ood"``, ``"satnet-like"``, ``"rrn-like"``, ``"rrn-17"``, and ``"6x6-search"``,
+``"9x9-search"``: boards constraint propagation cannot finish, :mod:`energylab.tasks.sudoku_search`), or the public
 files as ``"satnet:<dir>"`` / ``"rrn:<dir>"`` (RRN: the seeded random subset of ``load_rrn``, as Hyper-SET's
 code takes). Our machines cannot download the public files, so the profiles use generated sets.
 

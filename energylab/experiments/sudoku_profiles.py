@@ -99,8 +99,9 @@ PROFILES = {
 CHAPTER = "08_hyperset"  # the chapter that trains it: notebooks/08_hyperset.ipynb
 COST = {
     "quick": "about 1.5 min on one CPU thread (measured 78-93 s: 4x4 boards, d = 64, 1,170 steps, evaluation included)",
-    "league-6x6": "about 90 min of one CPU core (4 layers x 3 seeds x 4,200 steps at 6x6, d = 64, T = 8; run as two "
-                  "processes); committed as results/sudoku/league-6x6.json",
+    "league-6x6": "about 90 min of one CPU core (an estimate: the committed run was finished with --resume, and its file "
+                  "records only the last segment's time; 4 layers x 3 seeds x 4,200 steps at 6x6, d = 64, T = 8; run "
+                  "as two processes); committed as results/sudoku/league-6x6.json",
     "medium-cpu": "16 min on one CPU core (measured 976 s: 6x6 boards, d = 64, 5,600 steps; committed as "
                   "results/sudoku/medium-cpu.json)",
     "medium-cpu-9x9": "60 min of one CPU core (measured 3,625 s: 9x9, d = 64, T = 16, 8,992 steps of 32 boards; "

@@ -18,6 +18,8 @@ names imports them all: the registry is complete in a fresh interpreter, whateve
 Per-iteration hooks, without side effects (forward stores nothing on the module):
 
 * ``model(tokens, iterations=T, return_states=True)`` -> (logits, [x_1, ..., x_T]);
+* ``model(tokens, T, start=x)`` iterates from the state x (B, N, d) instead of x_0 = c (c is still injected and is
+  still the x_0 of step-dependent layers): perturbed starts for test-time voting (``experiments.sudoku_voting``);
 * ``model.readouts(tokens, at=(4, 8, 16))`` -> {t: logits after t iterations}, one pass up to max(at);
 * ``model.trace(tokens, T, hook)`` -> [hook(t, x_t, c) for t = 1..T] (energies, norms, per-iteration accuracy).
 """
@@ -189,22 +191,27 @@ class LoopedModel(nn.Module):
         """(B, N, d) states -> (B, N, n) logits."""
         return self.head(self.norm(x))
 
-    def _steps(self, tokens: torch.Tensor, iterations: int | None):
-        """Yield (t, x_t, c) for t = 1..T."""
+    def _steps(self, tokens: torch.Tensor, iterations: int | None, start: torch.Tensor | None = None):
+        """Yield (t, x_t, c) for t = 1..T, from x_0 = c or from ``start``."""
         T = self.config.iterations if iterations is None else check_int("iterations", iterations, minimum=1)
         c = self.inputs(tokens)
-        x, inject = c, c if self.config.inject else None
+        if start is not None and (not isinstance(start, torch.Tensor) or start.shape != c.shape):
+            raise ValueError(f"start must be a tensor of the states' shape {tuple(c.shape)}, got "
+                             f"{tuple(getattr(start, 'shape', ())) or type(start).__name__}")
+        x, inject = c if start is None else start, c if self.config.inject else None
         takes_step = getattr(self.layer, "takes_step", False)
         for t in range(1, T + 1):
             x = self.layer(x, inject, t=t, x0=c) if takes_step else self.layer(x, inject)
             yield t, x, c
 
-    def forward(self, tokens: torch.Tensor, iterations: int | None = None, return_states: bool = False):
+    def forward(self, tokens: torch.Tensor, iterations: int | None = None, return_states: bool = False,
+                start: torch.Tensor | None = None):
         """Logits (B, N, n) after ``iterations`` (default config.iterations); with ``return_states`` also the
-        list of the T states x_1..x_T, each (B, N, d)."""
+        list of the T states x_1..x_T, each (B, N, d); ``start`` (B, N, d): the state to iterate from (default
+        x_0 = c, the embedded board)."""
         check_bool("return_states", return_states)
         states = []
-        for _, x, _ in self._steps(tokens, iterations):
+        for _, x, _ in self._steps(tokens, iterations, start):
             if return_states:
                 states.append(x)
         logits = self.readout(x)

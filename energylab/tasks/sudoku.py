@@ -16,6 +16,9 @@ on RRN's:
   on one core, so this set stops at 22: harder boards than SATNet's, easier than RRN's low end.
   ``"rrn-17"`` (17–34) is built as RRN's was, from a catalogue of hard puzzles (17–21 givens) under the
   Sudoku symmetries with givens added back: see :mod:`energylab.tasks.sudoku_hard`.
+* ``"9x9-search"`` and ``"6x6-search"``: only boards that propagation (naked and hidden singles) leaves unfinished,
+  each unique (:mod:`energylab.tasks.sudoku_search`; 9×9 from ``rrn-17``'s generator, 6×6 minimal digs). No
+  unique 4×4 puzzle needs search, so there is no 4×4 one.
 * 6×6 (2×3 boxes) ``"6x6-id"``: 14–19 givens (39–53% of the cells, SATNet's share); ``"6x6-ood"``: 9–12.
   Minimal 6×6 puzzles dug at random have 8–12 givens (8: 0.6%, 9: 18%, 10: 54%, 11: 25%, 12: 3%), so
   9 is the lowest count the generator reaches at a good rate (about 900–1,000 boards/s at 9–12 on one core,
@@ -58,6 +61,7 @@ class SudokuSetConfig:
     seed: int = 0  # train uses generate(seed=2*seed), test 2*seed+1: disjoint random streams
     size: int = 9  # board side: 4 (2×2 boxes), 6 (2×3 boxes) or 9 (3×3 boxes)
     hard: bool = False  # built from the catalogue of hard puzzles by symmetry (energylab.tasks.sudoku_hard)
+    search: bool = False  # only boards propagation cannot finish (energylab.tasks.sudoku_search): sizes 6 and 9
 
     def __post_init__(self):
         size = check_int("size", self.size)
@@ -65,10 +69,12 @@ class SudokuSetConfig:
             raise ValueError(f"size must be one of {sorted(SHAPES)} (board sides with boxes), got {size}")
         if check_bool("hard", self.hard) and size != 9:
             raise ValueError(f"hard=True sets exist for 9x9 boards only, got size={size}")
+        if check_bool("search", self.search) and size == 4:
+            raise ValueError("search=True sets exist for 6x6 and 9x9 boards only: no unique 4x4 puzzle needs search")
         if not isinstance(self.givens, (tuple, list)) or len(self.givens) != 2:
             raise ValueError(f"givens must be a pair (lo, hi) of ints, got {self.givens!r}")
         lo, hi = (check_int(f"givens[{i}]", g) for i, g in enumerate(self.givens))
-        least = 17 if self.hard else MIN_GIVENS[size]
+        least = 17 if self.hard or (self.search and size == 9) else MIN_GIVENS[size]
         if not least <= lo <= hi <= size * size - 1:
             raise ValueError(f"givens must satisfy {least} <= lo <= hi <= {size * size - 1} for {size}x{size} "
                              f"boards (fewer than {least} givens has no unique puzzle), got {tuple(self.givens)}")
@@ -85,6 +91,8 @@ NAMED_SETS = {
     "6x6-ood": SudokuSetConfig(givens=OOD_GIVENS[6], size=6),
     "4x4-id": SudokuSetConfig(givens=ID_GIVENS[4], size=4),
     "4x4-ood": SudokuSetConfig(givens=OOD_GIVENS[4], size=4),
+    "9x9-search": SudokuSetConfig(givens=(17, 34), search=True),  # propagation-proof: needs search
+    "6x6-search": SudokuSetConfig(givens=(8, 12), size=6, search=True),
 }
 SPLITS = {9: ("satnet-like", "rrn-like"), 6: ("6x6-id", "6x6-ood"), 4: ("4x4-id", "4x4-ood")}  # size -> (ID, OOD)
 
@@ -161,7 +169,7 @@ def default_cache_dir() -> Path:
 
 def _cache_key(config: SudokuSetConfig, split: str) -> str:
     spec = {"config": asdict(config), "split": split, "version": CACHE_VERSION}
-    for name, default in (("size", 9), ("hard", False)):  # fields added later: 9×9 keys stay what they were
+    for name, default in (("size", 9), ("hard", False), ("search", False)):  # fields added later: 9×9 keys stay what they were
         if spec["config"][name] == default:
             del spec["config"][name]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
@@ -222,12 +230,17 @@ def sudoku_puzzles(config: SudokuSetConfig | str, split: str = "train", cache_di
     if path.exists() and not path.is_dir():
         raise ValueError(f"cache_dir={str(path)!r} is a file, not a folder")
     prefix = "sudoku" if config.size == 9 else f"sudoku{config.size}"
-    path = path / f"{prefix}-{lo}-{hi}{'-hard' if config.hard else ''}-{split}-{n}-{key[:16]}.npz"
+    kind = ("-hard" if config.hard else "") + ("-search" if config.search else "")
+    path = path / f"{prefix}-{lo}-{hi}{kind}-{split}-{n}-{key[:16]}.npz"
     cached = _load_verified(path, key, n)
     if cached is not None:
         return cached
     seed = 2 * config.seed + (split == "test")
-    if config.hard:
+    if config.search:
+        from energylab.tasks.sudoku_search import generate_search
+
+        puzzles, solutions, _ = generate_search(n, config.size, seed=seed, givens=config.givens, progress=progress)
+    elif config.hard:
         from energylab.tasks.sudoku_hard import generate_hard
 
         if config.size != 9:

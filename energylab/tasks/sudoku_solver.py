@@ -125,10 +125,12 @@ class Geometry:
                 return True
 
     def search(self, cand: list[int], limit: int, found: list, rng: random.Random | None = None,
-               prefer: list[int] | None = None, hidden: bool = True) -> None:
+               prefer: list[int] | None = None, hidden: bool = True, guesses: list[int] | None = None) -> None:
         """Depth-first search from a propagated state; appends complete masks to ``found`` up to ``limit``.
 
-        Values are tried in bit order, shuffled by ``rng``, or with the bit ``prefer[cell]`` first.
+        Values are tried in bit order, shuffled by ``rng``, or with the bit ``prefer[cell]`` first. ``guesses``, a
+        one-item list, counts the branches: ``guesses[0]`` grows by one for every value tried at a branching cell
+        (a guess), whether its propagation then fails or not.
         """
         best, fewest, pop = -1, self.size + 1, self.pop
         for i, m in enumerate(cand):
@@ -148,19 +150,31 @@ class Geometry:
             options.remove(prefer[best])
             options.insert(0, prefer[best])
         for b in options:
+            if guesses is not None:
+                guesses[0] += 1
             child = cand.copy()
             child[best] = b
             if self.propagate(child, [best], hidden):
-                self.search(child, limit, found, rng, prefer, hidden)
+                self.search(child, limit, found, rng, prefer, hidden, guesses)
                 if len(found) >= limit:
                     return
 
-    def solutions(self, flat, limit: int, rng: random.Random | None = None, hidden: bool = True) -> list[list[int]]:
-        """Up to ``limit`` solutions (as candidate-mask lists) of a valid flat board."""
+    def propagated(self, flat, hidden: bool = True) -> list[int] | None:
+        """The candidate masks of a valid flat board after propagation alone (naked and, with ``hidden``, hidden
+        singles until nothing changes; no search), or None if the givens lead to a contradiction."""
         cand = self.masks(flat)
-        found: list = []
         if all(cand) and self.propagate(cand, [i for i, m in enumerate(cand) if not m & (m - 1)], hidden):
-            self.search(cand, limit, found, rng, hidden=hidden)
+            return cand
+        return None
+
+    def solutions(self, flat, limit: int, rng: random.Random | None = None, hidden: bool = True,
+                  guesses: list[int] | None = None) -> list[list[int]]:
+        """Up to ``limit`` solutions (as candidate-mask lists) of a valid flat board; ``guesses`` as in
+        :meth:`search` (0 for a board propagation completes)."""
+        cand = self.propagated(flat, hidden)
+        found: list = []
+        if cand is not None:
+            self.search(cand, limit, found, rng, hidden=hidden, guesses=guesses)
         return found
 
     def to_digits(self, cand: list[int]) -> list[int]:

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from energylab import prose
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("add_cell_ids", ROOT / "scripts" / "add_cell_ids.py")
 add_cell_ids = importlib.util.module_from_spec(spec)
@@ -95,6 +97,9 @@ def test_every_chapter_converts_to_plain_jupyter_markdown(tmp_path):
         if "{cite}" in raw:
             assert nb["cells"][-1]["source"].startswith("## References")
             assert re.search(r"\([A-Z][^()]*, (19|20)\d\d[a-z]?\)", text), path.name
+        table = prose.table_of(original) or {}  # the numbers the prose quotes, in place
+        for expr in prose.role_expressions(raw):
+            assert table[expr.removeprefix("N.")] in text, (path.name, expr)
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
         assert code == [c for c in original["cells"] if c["cell_type"] == "code"]
         html = site_numbers / (path.stem + ".html")

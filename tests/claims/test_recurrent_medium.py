@@ -65,9 +65,10 @@ def test_the_regularisers_cost_accuracy(medium):
 def test_accuracy_against_the_lyapunov_exponent(medium):
     rows = medium[0].tables["lyapunov"]
     assert len(rows) == 56  # 8 models x (trained + 3 factors x 2 scales)
-    good = [r for r in rows if r["board"] > 0.5]
+    good = [r for r in rows if r["board"] > recurrent.GOOD_BOARD]
     far = [r for r in rows if r["lyapunov"] > 0.2 or r["lyapunov"] < -0.3]
-    assert len(good) == 9 and all(-0.2 <= r["lyapunov"] <= 0.001 for r in good)  # "between -0.19 and +0.001"
+    # the chapter quotes GOOD_LYAPUNOV_MAX as the bound (one home; the largest is +0.0009, so a rerun can fail it)
+    assert len(good) == 9 and all(-0.2 <= r["lyapunov"] <= recurrent.GOOD_LYAPUNOV_MAX for r in good)
     assert round(min(r["lyapunov"] for r in good), 2) == -0.19
     assert len(far) == 17 and round(max(r["board"] for r in far), 3) == 0.256
 

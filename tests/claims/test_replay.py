@@ -77,7 +77,8 @@ def _nt_replay(name: str, task: str, epochs: int, attention: str = "DPA", **conf
     """Replay the first ``epochs`` epochs of one task and attention of a committed NT run, all its seeds as one
     vmapped ensemble as committed, under this process's pinned numerics (conftest): the committed runs were made
     with the same pins (``energylab run --commit``), so every x86-64 processor reproduces them bit for bit. The
-    held-out accuracy is chaotic in the kernels' last bits (0.03 apart after 100 epochs between AVX-512 and AVX2)."""
+    held-out accuracy is chaotic in the kernels' last bits (unpinned, AVX-512 and AVX2 kernels gave visibly different
+    accuracies after 100 epochs), so nothing looser than these pins would do."""
     results, provenance = load_committed("nt", name)
     assert provenance["numerics"] == "pinned"
     profile = nt.PROFILES[name]

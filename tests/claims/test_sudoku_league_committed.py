@@ -145,11 +145,22 @@ def _markdown(chapter: str) -> str:
 
 
 def test_chapter_8_states_the_quick_profile_and_the_medium_run_time_as_they_are():
+    """The text quotes them as computed numbers (energylab.prose): the roles are in place and the chapter's printed
+    table holds the profile's and the provenance's values."""
+    import json
+    import pathlib
+
+    from energylab import prose
+
     quick = sudoku.PROFILES["quick"]
     steps = quick.epochs * (quick.n_train // quick.batch_size)
     text = _markdown("08_hyperset.ipynb")
-    row = f"4×4 generated boards, {quick.n_train:,d} train, $d={quick.dim}$, $T={quick.iterations}$, {steps:,d} steps"
+    row = ("4×4 generated boards, {eval}`N.quick_train` train, "
+           f"$d={quick.dim}$, $T={quick.iterations}$, " + "{eval}`N.quick_steps` steps")
     assert row in text
+    assert "{eval}`N.md_minutes` minutes of one CPU core" in text
+    nb = json.loads((pathlib.Path(__file__).parents[2] / "notebooks" / "08_hyperset.ipynb").read_text())
+    table = prose.table_of(nb)
     _, provenance = load_committed("hyperset", "medium")
-    minutes = round(provenance["seconds"] / 60)
-    assert f"The 33 models took about {minutes} minutes of one CPU core" in text
+    assert table["quick_train"] == f"{quick.n_train:,d}" and table["quick_steps"] == f"{steps:,d}"
+    assert table["md_minutes"] == f"{provenance['seconds'] / 60:.1f}"

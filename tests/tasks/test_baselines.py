@@ -192,3 +192,36 @@ def test_propagation_refuses_bad_boards():
         bl.propagate_boards(np.full((1, 4, 4), 7))
     with pytest.raises(TypeError, match="SudokuDataset"):
         bl.sudoku_propagation(np.zeros((1, 4, 4)))
+
+
+@pytest.mark.skipif(__import__("shutil").which("node") is None, reason="node is not installed")
+@pytest.mark.parametrize("size,name", [(4, "4x4-ood"), (6, "6x6-ood"), (9, "rrn-17"), (6, "6x6-search")])
+def test_the_pages_propagation_is_the_librarys(size, name, tmp_path):
+    """The in-page solver's no-learning column (book/assets/js/sudoku_solver.js, ``propagate``) decides exactly the
+    cells ``propagate_boards`` decides, on boards it solves and on boards that need search."""
+    import json
+    import pathlib
+    import subprocess
+
+    from energylab.experiments.sudoku import load_set
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    data = load_set(name, "test", 40, size)
+    boards = data.puzzles.reshape(len(data), -1).tolist()
+    request = tmp_path / "boards.json"
+    request.write_text(json.dumps({"boards": boards, "size": size}))
+    script = """
+const fs = require("fs"), vm = require("vm");
+const ctx = {window: {}, performance, console, document: {readyState: "loading", querySelectorAll: () => []}};
+ctx.window.addEventListener = () => {};
+vm.createContext(ctx);
+vm.runInContext(fs.readFileSync(process.argv[1], "utf8"), ctx);
+const r = JSON.parse(fs.readFileSync(process.argv[2], "utf8"));
+process.stdout.write(JSON.stringify(r.boards.map((b) => ctx.window.SudokuSolver.propagate(b, r.size))));
+"""
+    out = subprocess.run(["node", "-e", script, str(root / "book" / "assets" / "js" / "sudoku_solver.js"),
+                          str(request)], capture_output=True, text=True, check=True).stdout
+    page = np.array(json.loads(out)).reshape(len(data), size, size)
+    assert np.array_equal(page, bl.propagate_boards(data.puzzles))
+    solved = (page > 0).all(axis=(1, 2)).mean()
+    assert (solved == 0) if name.endswith("search") else (solved > 0.5)

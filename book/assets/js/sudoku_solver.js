@@ -325,18 +325,52 @@
     if ((r + 1) % br === 0 && r + 1 < size) cell.style.borderBottom = "2px solid #333";
   }
 
-  /* Cells that break a Sudoku rule (a digit twice in a row, column or box); for boards without a known solution. */
-  function conflicts(digits, size) {
-    const [br, bc] = { 4: [2, 2], 6: [2, 3], 9: [3, 3] }[size], bad = new Set();
-    const units = [];
+  function unitsOf(size) {  // the rows, columns and boxes of a board, as lists of cell indices (row-major)
+    const [br, bc] = { 4: [2, 2], 6: [2, 3], 9: [3, 3] }[size], units = [];
     for (let k = 0; k < size; k++) {
       units.push([...Array(size).keys()].map((j) => k * size + j), [...Array(size).keys()].map((j) => j * size + k));
       const r0 = Math.floor(k / (size / bc)) * br, c0 = (k % (size / bc)) * bc;
       units.push([...Array(size).keys()].map((j) => (r0 + Math.floor(j / bc)) * size + c0 + (j % bc)));
     }
-    for (const u of units) for (const i of u) for (const j of u)
+    return units;
+  }
+
+  /* Cells that break a Sudoku rule (a digit twice in a row, column or box); for boards without a known solution. */
+  function conflicts(digits, size) {
+    const bad = new Set();
+    for (const u of unitsOf(size)) for (const i of u) for (const j of u)
       if (i < j && digits[i] && digits[i] === digits[j]) { bad.add(i); bad.add(j); }
     return bad;
+  }
+
+  /* The no-learning baseline beside the models (energylab.baselines.propagate_boards): naked singles (a cell with one
+     candidate) and hidden singles (a digit with one place in a unit), repeated until nothing changes; no guess, no
+     search. Returns the digits it decides (0 elsewhere); a board whose clues contradict themselves comes back as it
+     was. */
+  function propagate(board, size) {
+    const units = unitsOf(size), all = (1 << size) - 1, N = size * size;
+    const cand = board.map((d) => (d ? 1 << (d - 1) : all));
+    const single = (m) => m && !(m & (m - 1));
+    for (let changed = true; changed;) {
+      changed = false;
+      for (const u of units) {
+        for (const i of u) {
+          if (!single(cand[i])) continue;
+          for (const j of u) {
+            if (j === i || !(cand[j] & cand[i])) continue;
+            cand[j] &= ~cand[i];
+            if (!cand[j]) return board.slice();
+            changed = true;
+          }
+        }
+        for (let d = 0; d < size; d++) {
+          const where = u.filter((i) => cand[i] & (1 << d));
+          if (!where.length) return board.slice();
+          if (where.length === 1 && cand[where[0]] !== 1 << d) { cand[where[0]] = 1 << d; changed = true; }
+        }
+      }
+    }
+    return [...Array(N).keys()].map((i) => (single(cand[i]) ? Math.log2(cand[i]) + 1 : 0));
   }
 
   function predicted(logits) {  // (N, n) -> {digit, conf} per cell: argmax and its softmax probability
@@ -493,10 +527,13 @@
       const last = boards[T - 1], wrong = last.filter((x) => x.wrong).length;
       const blanks = state.board.filter((v) => !v).length;
       const firstRight = boards.findIndex((cells) => !cells.some((x) => x.wrong));
+      const decided = propagate(state.board, size).filter((v, i) => v && !state.board[i]).length;
       status.textContent = (wrong ? `${wrong} of ${blanks} blank cells ${state.solution ? "wrong" : "break a rule"}`
         : `solved: every blank cell ${state.solution ? "matches the solution" : "fits the rules"}`)
         + (firstRight >= 0 ? ` (first right after t = ${firstRight + 1})` : "")
-        + ` \u00b7 ${T} iterations of ${m.config.label} computed in ${ms.toFixed(0)} ms in your browser`;
+        + ` \u00b7 ${T} iterations of ${m.config.label} computed in ${ms.toFixed(0)} ms in your browser`
+        + ` \u00b7 propagation alone (no learning, no search) ${decided === blanks ? "solves this board"
+          : `fills ${decided} of ${blanks} blank cells`}`;
       if (out.energies && window.Plotly) {
         energy.style.display = "";
         const ts = out.energies.attention.map((_, t) => t);
@@ -532,7 +569,7 @@
     return boardsPromise;
   }
 
-  window.SudokuSolver = { load, run, mount, erf, loadBoards };
+  window.SudokuSolver = { load, run, mount, erf, loadBoards, propagate };
   const start = () => document.querySelectorAll("div.sudoku-solver").forEach((div) => mount(div).catch((err) => {
     div.textContent = "The Sudoku solver could not start: " + err.message;
     console.error(err);
