@@ -24,24 +24,18 @@ from dataclasses import dataclass
 import torch
 
 from energylab import baselines as bl
-from energylab import portable
-from energylab._checks import check_count, check_tensor
+from energylab._checks import check_count
 from energylab._setup import choose_device, seed_everything
 from energylab.batches import EpochOrder
 from energylab.experiments.attractor_claims import (  # noqa: F401 (one home)
     MASKED_TOL,
     MEAN_DIGIT_TOL,
+    attractor_statistics,
     claims,
     decide_table,
     margins,
 )
-from energylab.models.attractor import (
-    AttractorConfig,
-    BareSelfAttention,
-    PatchViT,
-    RecurrentBlock,
-    correlation_couplings,
-)
+from energylab.models.attractor import AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock
 from energylab.results import History, Results
 from energylab.runs import config_record
 from energylab.tasks import images as im
@@ -132,14 +126,6 @@ COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs;
         "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block and ViT steps"}
 
 
-def config_of(record: dict) -> Config:
-    """The :class:`Config` of a run from its recorded config (``Results.config``: lists back to tuples); a key
-    that is not a field of Config raises TypeError."""
-    if not isinstance(record, dict):
-        raise TypeError(f"record must be a run's config dict, got {type(record).__name__}")
-    return Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()})
-
-
 def _sub(out_dir: str | None, name: str) -> str | None:
     return None if out_dir is None else os.path.join(out_dir, name)
 
@@ -214,56 +200,6 @@ def train_bare(cfg: Config, data: im.ImageData, device: torch.device, out_dir: s
     history = train(model, loss_fn, batches, tc, after_step=after_step, out_dir=out_dir, resume=resume,
                     identity=config_record(cfg))
     return model, history
-
-
-@torch.no_grad()
-def coupling_alignment(model: BareSelfAttention, spins: torch.Tensor) -> float:
-    """cos(J, C): the cosine between the couplings and the uncentred data correlations
-    C_ij = mean_b x_bi x_bj^T (:func:`~energylab.models.attractor.correlation_couplings`, the Hebbian minimiser
-    of the loss as lambda -> 0) of ``spins`` (B, N, 2a) embedded by the model; 1 = Hebbian couplings. The sums are
-    taken in float64 (a float32 sum over N^2 d^2 couplings is off in the sixth digit)."""
-    C = correlation_couplings(model.embed(spins).double())
-    J = model.J.detach().double()
-    return float((J * C).sum() / (J.norm() * C.norm()))
-
-
-def coupling_mechanism(cfg: Config, data: im.ImageData, device: torch.device, epochs: tuple[int, ...] = (1, 3, 20)
-                       ) -> dict:
-    """How the bare model's couplings and its masked prediction evolve with training: one run of
-    :func:`train_bare` for ``max(epochs)`` epochs (the step schedule depends on the step only, so its first k epochs
-    are the k-epoch run), measured at the end of each epoch in ``epochs``.
-
-    Returns ``{"mean_digit": the mean digit's masked MSE, "epochs": {k: row}}`` with, per row, ``cos_JC``
-    (:func:`coupling_alignment` on the training digits), ``mse`` (the masked MSE at t = 0..cfg.iterations, on the
-    first ``cfg.n_eval`` test digits corrupted by :func:`corrupt_test`), ``to_mean_digit`` (the MSE between the
-    prediction and the mean digit on the masked pixels, per t) and ``collapse_t``: the first t >= 1 at which that
-    MSE is below :data:`~energylab.experiments.attractor_claims.MEAN_DIGIT_TOL` (None if it never is).
-    """
-    if not epochs or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in epochs):
-        raise ValueError(f"epochs must be positive ints, got {epochs!r}")
-    spins = im.pixels_to_spins(im.patchify(data.train, cfg.patch)).to(device)
-    test = data.test[:cfg.n_eval].to(device)
-    mean_patches = im.patchify(data.train.mean(0, keepdim=True), cfg.patch).to(device)
-    spe = EpochOrder(len(spins), cfg.batch_size, drop_last=False, stride=1000).steps_per_epoch
-    at_step = {k * spe - 1: k for k in epochs}
-    rows = {}
-
-    def watch(model, step):
-        if step not in at_step:
-            return
-        was = model.training
-        model.eval()
-        curve, pix, target, mask = bare_curve(model, cfg, test, "masked", cfg.iterations)
-        to_mean = [float(im.masked_mse(p, mean_patches.expand_as(p), mask).mean()) for p in pix]
-        collapse = next((t for t in range(1, len(to_mean)) if to_mean[t] < MEAN_DIGIT_TOL), None)
-        rows[at_step[step]] = {"cos_JC": coupling_alignment(model, spins), "mse": curve, "to_mean_digit": to_mean,
-                               "collapse_t": collapse}
-        model.train(was)
-
-    train_bare(dataclasses.replace(cfg, epochs=max(epochs)), data, device, watch=watch)
-    _, target, mask = corrupt_test("masked", test, cfg.patch, cfg)
-    mean_digit = float(im.masked_mse(mean_patches.expand_as(target), target, mask).mean())
-    return {"mean_digit": mean_digit, "epochs": {k: rows[k] for k in sorted(rows)}}
 
 
 @torch.no_grad()
@@ -381,42 +317,6 @@ def _baselines(res: Results, data: im.ImageData, cfg: Config, patch: int, n: int
             res.final[f"baseline/{task}/p{patch}/{name}"] = value
 
 
-def attractor_statistics(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, mean_patches: torch.Tensor
-                         ) -> dict[str, float]:
-    """How far a masked-patch prediction is from painting the mean digit.
-
-    pred, target: (B, N, a) pixels; mask: (B, N) bool; mean_patches: (1, N, a) the mean training digit.
-    ``to_mean_digit``: MSE between the prediction and the mean digit on the masked pixels (0 = it paints the mean
-    digit); ``spread``: the standard deviation across test digits of the predicted pixel at one masked position,
-    averaged over positions and pixels (positions masked in fewer than two digits are skipped); ``true_spread``:
-    the same for the true pixels.
-    At least one position must be masked in two or more digits (a spread over fewer is undefined: it was NaN).
-    """
-    im.masked_mse(pred, target)  # pred and target: finite (B, N, a) tensors of one shape
-    check_tensor("mean_patches", mean_patches, 3)
-    if mean_patches.shape != (1, *pred.shape[1:]):
-        raise ValueError(f"mean_patches must have shape (1, N, a) = {(1, *pred.shape[1:])}, got "
-                         f"{tuple(mean_patches.shape)}")
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != pred.shape[:2]:
-        shown = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
-        raise ValueError(f"mask must be a bool tensor of shape {tuple(pred.shape[:2])} (B, N), got {shown}")
-    check = im.masked_mse(pred, mean_patches.expand_as(pred), mask).mean()
-    w = mask.unsqueeze(-1).to(pred.dtype)  # (B, N, 1)
-    count = w.sum(0)  # (N, 1): digits in which each position is masked
-    keep = count[:, 0] > 1
-    if not keep.any():
-        raise ValueError(f"mask must mark some position in at least two of the {len(pred)} digits: the spread is a "
-                         f"standard deviation across digits (got at most {int(count.max()) if count.numel() else 0} "
-                         f"per position)")
-
-    def spread(x):
-        m = (x * w).sum(0) / count.clamp(min=1)  # (N, a)
-        var = (((x - m) ** 2) * w).sum(0) / (count - 1).clamp(min=1)  # unbiased, over the digits masked there
-        return float(portable.exact_sqrt(var[keep]).mean())  # printed: the same digits on every processor
-
-    return {"to_mean_digit": float(check), "spread": spread(pred), "true_spread": spread(target)}
-
-
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Train the bare model (and the baselines), then measure everything the chapter plots.
 
@@ -493,5 +393,4 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
 
 __all__ = ["Config", "PROFILES", "COST", "CHAPTER", "run", "load_data", "corrupt", "corrupt_test", "train_bare",
            "train_block", "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
-           "claims", "decide_table", "score_baselines", "config_of", "coupling_alignment", "coupling_mechanism",
-           "MEAN_DIGIT_TOL", "MASKED_TOL"]
+           "claims", "decide_table", "score_baselines", "MEAN_DIGIT_TOL", "MASKED_TOL"]

@@ -7,6 +7,7 @@ import pytest
 
 from energylab.committed import committed_path, load_committed
 from energylab.experiments import attractor as ex
+from energylab.experiments import attractor_mechanism as mechanism
 
 FOLDER = os.path.dirname(committed_path("attractor", "medium"))
 NAMES = sorted(os.path.basename(p)[len("decide-"):-len(".json")]
@@ -49,7 +50,7 @@ def test_the_shrink_beats_the_bare_models_denoising_in_every_run(runs):
     bare model's denoising in every setting, so its gain over the mean digit is no gain from the context."""
     shrink, data = {}, {}
     for name, (res, _) in runs.items():
-        cfg = ex.config_of(res.config)
+        cfg = mechanism.config_of(res.config)
         key = (cfg.source, cfg.image_size, cfg.n_train, cfg.seed)
         data.setdefault(key, ex.load_data(cfg))
         scores = ex.score_baselines(cfg, data[key], cfg.patch, cfg.n_eval)
