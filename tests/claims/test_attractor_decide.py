@@ -59,7 +59,7 @@ def test_the_shrink_beats_the_bare_models_denoising_in_every_run(runs):
                                                                 abs=1e-6)
         shrink[name] = scores["denoise"]["shrink"]
     rows = ex.decide_table({name: r[0] for name, r in runs.items()}, shrink)
-    assert all(r["denoise_vs_shrink"] > 0.03 for r in rows), rows  # observed: 6% to 12% above the shrink
+    assert all(r["denoise_vs_shrink"] > 0.03 for r in rows), rows  # the chapter's section 7.8 prints the margins
 
 
 @pytest.mark.parametrize("name", ["base", "drop", "beta20", "lamtest5", "d32", "paper"])
