@@ -7,6 +7,10 @@ baseline has learnt nothing the scoring can see.
   input; :func:`class_mean_prediction` paints the per-position mean of the test image's own class, a reference that
   knows the label the masked context would have to reveal (not input-blind: it is given the class).
   :func:`image_baselines` scores both with the experiment's metric (:func:`energylab.tasks.images.masked_mse`).
+  One rung up, a baseline that reads the input but learns nothing: :func:`shrink_prediction`, a per-pixel linear
+  shrink of the corrupted input toward the mean training image, ``m + a * (x - m)`` with one coefficient ``a`` per
+  pixel fitted in closed form on corrupted training images (:func:`shrink_coefficients`). It needs every pixel
+  observed (denoising); at a masked pixel it has nothing to read, so there it would paint the mean image.
 - Classification and next-token tasks (chapters 4 and 5): :func:`constant_accuracy`, the share of test targets
   equal to the most frequent training target (the best constant predictor); :func:`constant_row_accuracy` the
   same for whole rows (a trace that is right only if every token is).
@@ -58,13 +62,16 @@ def class_mean_prediction(train: torch.Tensor, train_labels: torch.Tensor, label
 
 
 def image_baselines(train: torch.Tensor, target: torch.Tensor, patch_fn, mask: torch.Tensor | None = None,
-                    train_labels: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> dict[str, float]:
+                    train_labels: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                    train_corrupted: torch.Tensor | None = None, corrupted: torch.Tensor | None = None
+                    ) -> dict[str, float]:
     """MSE of the baselines with the experiment's metric: the mean over images of
     :func:`~energylab.tasks.images.masked_mse` (masked pixels only when ``mask`` (B, N) is given).
 
     train: (P, H, W) training images; target: (B, N, a) clean test patches; ``patch_fn``: (B, H, W) -> (B, N, a),
     the experiment's patching. Returns ``{"mean_digit": ...}`` plus ``"class_mean"`` when both label tensors are
-    given.
+    given, plus ``"shrink"`` (:func:`shrink_prediction`) when ``train_corrupted`` (P, H, W), the training images
+    under the task's corruption, and ``corrupted`` (B, N, a), the test inputs as pixel patches, are both given.
     """
     check_tensor("target", target, 3)
     out = {"mean_digit": float(masked_mse(patch_fn(mean_image_prediction(train, len(target))).to(target),
@@ -76,7 +83,53 @@ def image_baselines(train: torch.Tensor, target: torch.Tensor, patch_fn, mask: t
             raise ValueError(f"labels must have one label per target image: {len(target)}, got {len(labels)}")
         pred = patch_fn(class_mean_prediction(train, train_labels, labels)).to(target)
         out["class_mean"] = float(masked_mse(pred, target, mask).mean())
+    if (train_corrupted is None) != (corrupted is None):
+        raise ValueError("give both train_corrupted and corrupted, or neither")
+    if corrupted is not None:
+        check_tensor("corrupted", corrupted, 3)
+        if corrupted.shape != target.shape:
+            raise ValueError(f"corrupted must have the shape of target {tuple(target.shape)}, got "
+                             f"{tuple(corrupted.shape)}")
+        pred = shrink_prediction(patch_fn(train), patch_fn(train_corrupted), corrupted.to(train))
+        out["shrink"] = float(masked_mse(pred.to(target), target, mask).mean())
     return out
+
+
+def shrink_coefficients(clean: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
+    """Per-position coefficients ``a`` of the linear shrink toward the mean ``m = clean.mean(0)``.
+
+    clean, corrupted: (P, ...) the training items and their corrupted versions (same shape). For each position p,
+    ``a_p`` is the least-squares slope of ``clean - m`` on ``corrupted - m`` through the origin,
+
+        a_p = sum_n (corrupted_np - m_p) (clean_np - m_p) / sum_n (corrupted_np - m_p)^2,
+
+    the closed form of min_a sum_n (m_p + a (corrupted_np - m_p) - clean_np)^2 (0 where every corrupted item equals
+    the mean there). Returns (...) in the dtype of ``clean``."""
+    check_tensor("clean", clean)
+    check_tensor("corrupted", corrupted)
+    if clean.shape != corrupted.shape or clean.dim() < 2:
+        raise ValueError(f"clean and corrupted must have one shape (P, ...) with P items, got {tuple(clean.shape)} "
+                         f"and {tuple(corrupted.shape)}")
+    m = clean.mean(0)
+    dx, dy = corrupted.to(clean) - m, clean - m
+    num, den = (dx * dy).sum(0), (dx * dx).sum(0)
+    return torch.where(den > 0, num / den.clamp(min=torch.finfo(den.dtype).tiny), torch.zeros_like(num))
+
+
+def shrink_prediction(train: torch.Tensor, train_corrupted: torch.Tensor, corrupted: torch.Tensor) -> torch.Tensor:
+    """The per-pixel linear shrink toward the mean training item: ``m + a * (corrupted - m)``.
+
+    train, train_corrupted: (P, ...) the training items, clean and corrupted by the task's corruption (another draw
+    than the test's); corrupted: (B, ...) the test inputs. ``m`` is the mean training item and ``a`` the per-position
+    coefficients of :func:`shrink_coefficients`, fitted on the training pairs in closed form. No learning, no
+    neighbours: each pixel's prediction reads that pixel of the input only. Returns (B, ...)."""
+    a = shrink_coefficients(train, train_corrupted)
+    check_tensor("corrupted", corrupted)
+    if corrupted.shape[1:] != train.shape[1:]:
+        raise ValueError(f"corrupted must be (B, {', '.join(map(str, train.shape[1:]))}) like the training items, "
+                         f"got {tuple(corrupted.shape)}")
+    m = train.mean(0)
+    return m + a * (corrupted.to(train) - m)
 
 
 def _int_targets(name: str, x) -> torch.Tensor:
@@ -208,6 +261,7 @@ def sudoku_propagation(dataset: SudokuDataset) -> dict[str, float]:
     return {**scores, "decided": float((filled > 0).all((1, 2)).mean())}  # a SudokuDataset holds >= 1 board
 
 
-__all__ = ["mean_image_prediction", "class_mean_prediction", "image_baselines", "constant_accuracy",
+__all__ = ["mean_image_prediction", "class_mean_prediction", "shrink_coefficients", "shrink_prediction",
+           "image_baselines", "constant_accuracy",
            "constant_row_accuracy", "sudoku_candidates", "sudoku_baseline", "sudoku_blind_vote",
            "propagate_boards", "sudoku_propagation"]

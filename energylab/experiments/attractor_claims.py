@@ -2,9 +2,18 @@
 tests call these on the live quick run and on the committed files (:mod:`energylab.experiments.attractor`)."""
 from __future__ import annotations
 
-from energylab.results import Results
+import torch
 
-__all__ = ["margins", "claims", "decide_table"]
+from energylab import portable
+from energylab._checks import check_tensor
+from energylab.results import Results
+from energylab.tasks import images as im
+
+__all__ = ["margins", "claims", "decide_table", "attractor_statistics", "MEAN_DIGIT_TOL", "MASKED_TOL"]
+
+MASKED_TOL = 0.02  # share of the mean digit's MSE within which masked prediction counts as painting the mean digit
+
+MEAN_DIGIT_TOL = 1e-3  # a masked prediction within this MSE of the mean digit (masked pixels) "is" the mean digit
 
 
 def margins(final: dict, patch: int, model: str = "bare") -> dict[str, float]:
@@ -14,23 +23,24 @@ def margins(final: dict, patch: int, model: str = "bare") -> dict[str, float]:
             for task in ("masked", "denoise")}
 
 
-def claims(res: Results, tolerance: float = 0.02) -> dict[str, bool]:
+def claims(res: Results, tolerance: float = MASKED_TOL) -> dict[str, bool]:
     """What the chapter states about a run of the bare model, as named booleans (the chapter and the tests call
     this one function on the live quick run and on the committed files).
 
     ``tolerance``: the share of the mean-digit baseline within which masked prediction counts as "no better than
-    painting the mean digit" (2%; the runs committed so far sit within 0.5%). Denoising must beat it by more than
-    2.5 times that share.
+    painting the mean digit" (:data:`MASKED_TOL`). Denoising must beat it by more than 2.5 times that share. A run
+    that scored the per-pixel shrink (``baseline/denoise/p<patch>/shrink``; the committed files predate it) also
+    states whether that no-learning baseline beats the bare model's denoising.
     """
     f, extra, T = res.final, res.extra, res.config["iterations"]
     base = {task: f[f"baseline/{task}/p{res.config['patch']}/mean_digit"] for task in ("masked", "denoise")}
     gap = margins(f, res.config["patch"])
     dn, bd = extra["bare/denoise/mse"], int(f["bare/denoise/best_t"])
-    return {
+    out = {
         "masked: the bare model's best MSE is within the tolerance of painting the mean digit":
             abs(gap["masked"]) <= tolerance * base["masked"],
         "masked: at its best t the prediction is within MSE 1e-3 of the mean digit":
-            f["bare/masked/best/to_mean_digit"] < 1e-3,
+            f["bare/masked/best/to_mean_digit"] < MEAN_DIGIT_TOL,
         "masked: across test digits a masked patch's prediction varies < 10% as much as the true patch":
             f["bare/masked/best/spread"] < 0.1 * f["bare/masked/best/true_spread"],
         "denoise: the bare model beats the mean digit by more than 2.5 x the tolerance":
@@ -39,12 +49,22 @@ def claims(res: Results, tolerance: float = 0.02) -> dict[str, bool]:
         "long time: the state is the mean digit (10x closer to it than to the input)":
             f["long/mse_to_mean_digit"] < 0.1 * f["long/mse_to_input"],
     }
+    shrink = f.get(f"baseline/denoise/p{res.config['patch']}/shrink")
+    if shrink is not None:
+        out["denoise: a per-pixel linear shrink toward the mean digit (no learning) beats the bare model"] = \
+            shrink < f["bare/denoise/best_mse"]
+    return out
 
 
-def decide_table(runs: dict[str, Results]) -> list[dict]:
+def decide_table(runs: dict[str, Results], shrink: dict[str, float] | None = None) -> list[dict]:
     """One row per run of the bare model: what it changed from ``runs["base"]``'s config, its masked and denoising
     scores beside the mean-digit and class-mean baselines, and how close its masked prediction is to the mean digit.
-    ``margin``: (model - mean digit) / mean digit, negative when the model beats it."""
+    ``margin``: (model - mean digit) / mean digit, negative when the model beats it.
+
+    ``shrink``: optional {run name: denoising MSE of the per-pixel shrink baseline} (the committed files predate it;
+    :func:`~energylab.experiments.attractor.score_baselines` computes it from a run's config). Given, each row also
+    has ``denoise_shrink`` and ``denoise_vs_shrink`` = (model - shrink) / shrink (negative when the model beats it).
+    """
     base = runs["base"].config
     rows = []
     for name, r in runs.items():
@@ -58,5 +78,43 @@ def decide_table(runs: dict[str, Results]) -> list[dict]:
                         f"{task}_margin": (f[f"bare/{task}/best_mse"] - b) / b})
         row.update(best_t=int(f["bare/masked/best_t"]), to_mean_digit=f["bare/masked/best/to_mean_digit"],
                    spread_ratio=f["bare/masked/best/spread"] / f["bare/masked/best/true_spread"])
+        if shrink is not None:
+            row.update(denoise_shrink=shrink[name], denoise_vs_shrink=(row["denoise"] - shrink[name]) / shrink[name])
         rows.append(row)
     return rows
+
+
+def attractor_statistics(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, mean_patches: torch.Tensor
+                         ) -> dict[str, float]:
+    """How far a masked-patch prediction is from painting the mean digit.
+
+    pred, target: (B, N, a) pixels; mask: (B, N) bool; mean_patches: (1, N, a) the mean training digit.
+    ``to_mean_digit``: MSE between the prediction and the mean digit on the masked pixels (0 = it paints the mean
+    digit); ``spread``: the standard deviation across test digits of the predicted pixel at one masked position,
+    averaged over positions and pixels (positions masked in fewer than two digits are skipped); ``true_spread``:
+    the same for the true pixels.
+    At least one position must be masked in two or more digits (a spread over fewer is undefined: it was NaN).
+    """
+    im.masked_mse(pred, target)  # pred and target: finite (B, N, a) tensors of one shape
+    check_tensor("mean_patches", mean_patches, 3)
+    if mean_patches.shape != (1, *pred.shape[1:]):
+        raise ValueError(f"mean_patches must have shape (1, N, a) = {(1, *pred.shape[1:])}, got "
+                         f"{tuple(mean_patches.shape)}")
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != pred.shape[:2]:
+        shown = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
+        raise ValueError(f"mask must be a bool tensor of shape {tuple(pred.shape[:2])} (B, N), got {shown}")
+    check = im.masked_mse(pred, mean_patches.expand_as(pred), mask).mean()
+    w = mask.unsqueeze(-1).to(pred.dtype)  # (B, N, 1)
+    count = w.sum(0)  # (N, 1): digits in which each position is masked
+    keep = count[:, 0] > 1
+    if not keep.any():
+        raise ValueError(f"mask must mark some position in at least two of the {len(pred)} digits: the spread is a "
+                         f"standard deviation across digits (got at most {int(count.max()) if count.numel() else 0} "
+                         f"per position)")
+
+    def spread(x):
+        m = (x * w).sum(0) / count.clamp(min=1)  # (N, a)
+        var = (((x - m) ** 2) * w).sum(0) / (count - 1).clamp(min=1)  # unbiased, over the digits masked there
+        return float(portable.exact_sqrt(var[keep]).mean())  # printed: the same digits on every processor
+
+    return {"to_mean_digit": float(check), "spread": spread(pred), "true_spread": spread(target)}

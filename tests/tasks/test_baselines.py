@@ -42,6 +42,60 @@ def test_image_baselines_equal_the_mse_written_out():
     assert abs(shifted - full - 1e-4) < 1e-12  # MSE(c) = MSE(mean) + |c - mean|^2 exactly
 
 
+def test_shrink_is_the_per_pixel_least_squares_fit_in_closed_form():
+    """float64: a_p minimises sum_n (m_p + a (x_np - m_p) - y_np)^2; check against numpy's lstsq per pixel."""
+    g = torch.Generator().manual_seed(5)
+    clean = torch.rand(40, 3, 4, generator=g, dtype=torch.float64)
+    noisy = (clean + 0.3 * torch.randn(40, 3, 4, generator=g, dtype=torch.float64)).clamp(0, 1)
+    a = bl.shrink_coefficients(clean, noisy)
+    assert a.shape == (3, 4) and a.dtype == torch.float64
+    m = clean.mean(0)
+    for p in np.ndindex(3, 4):
+        x, y = (noisy[(slice(None), *p)] - m[p]).numpy(), (clean[(slice(None), *p)] - m[p]).numpy()
+        want = np.linalg.lstsq(x[:, None], y, rcond=None)[0][0]
+        assert abs(a[p].item() - want) < 1e-13
+        # the fit is a minimum: moving a either way raises the training error
+        err = lambda c: ((c * x - y) ** 2).sum()  # noqa: E731
+        assert err(a[p].item()) <= min(err(a[p].item() + 1e-3), err(a[p].item() - 1e-3))
+    test = torch.rand(6, 3, 4, generator=g, dtype=torch.float64)
+    pred = bl.shrink_prediction(clean, noisy, test)
+    assert torch.allclose(pred, m + a * (test - m), atol=0, rtol=1e-15)
+
+
+def test_shrink_limits_exact_input_and_no_information():
+    g = torch.Generator().manual_seed(6)
+    clean = torch.rand(20, 2, 2, generator=g, dtype=torch.float64)
+    assert torch.allclose(bl.shrink_coefficients(clean, clean), torch.ones(2, 2, dtype=torch.float64), rtol=1e-14)
+    test = torch.rand(3, 2, 2, generator=g, dtype=torch.float64)
+    assert torch.allclose(bl.shrink_prediction(clean, clean, test), test, rtol=1e-14)  # a clean input is kept
+    flat = clean.mean(0).expand(20, 2, 2)  # a corruption that leaves only the mean: a = 0, paint the mean
+    assert torch.equal(bl.shrink_coefficients(clean, flat), torch.zeros(2, 2, dtype=torch.float64))
+    assert torch.allclose(bl.shrink_prediction(clean, flat, test), clean.mean(0).expand(3, 2, 2), rtol=1e-15)
+    # an uncorrelated corruption: a is small, and the shrink scores no worse than the mean on the training pairs
+    other = torch.rand(20, 2, 2, generator=g, dtype=torch.float64)
+    fit = bl.shrink_prediction(clean, other, other)
+    assert ((fit - clean) ** 2).sum() <= ((clean.mean(0) - clean) ** 2).sum() + 1e-15
+
+
+def test_image_baselines_shrink_equals_the_mse_written_out():
+    g = torch.Generator().manual_seed(7)
+    train = torch.rand(9, 4, 4, generator=g, dtype=torch.float64)
+    train_noisy = (train + 0.2 * torch.randn(9, 4, 4, generator=g, dtype=torch.float64)).clamp(0, 1)
+    test = torch.rand(3, 4, 4, generator=g, dtype=torch.float64)
+    test_noisy = (test + 0.2 * torch.randn(3, 4, 4, generator=g, dtype=torch.float64)).clamp(0, 1)
+    patch = lambda x: im.patchify(x, 2)  # noqa: E731
+    out = bl.image_baselines(train, patch(test), patch, train_corrupted=train_noisy, corrupted=patch(test_noisy))
+    m = train.mean(0)
+    a = ((train_noisy - m) * (train - m)).sum(0) / ((train_noisy - m) ** 2).sum(0)
+    want = float(((m + a * (test_noisy - m) - test) ** 2).mean())  # every image has as many pixels: mean of means
+    assert abs(out["shrink"] - want) < 1e-15
+    assert set(out) == {"mean_digit", "shrink"}
+    with pytest.raises(ValueError, match="both train_corrupted and corrupted"):
+        bl.image_baselines(train, patch(test), patch, train_corrupted=train_noisy)
+    with pytest.raises(ValueError, match="shape of target"):
+        bl.image_baselines(train, patch(test), patch, train_corrupted=train_noisy, corrupted=patch(test_noisy)[:2])
+
+
 def test_constant_accuracy_counts():
     train = torch.tensor([3, 1, 3, 2, 1, 3])
     assert bl.constant_accuracy(train, torch.tensor([3, 3, 0, 1])) == 0.5
@@ -82,6 +136,12 @@ def test_bad_image_input_names_the_argument():
         bl.mean_image_prediction(torch.zeros(2, 3), 0)
     with pytest.raises(ValueError, match="never occur"):
         bl.class_mean_prediction(torch.zeros(2, 3), torch.tensor([0, 0]), torch.tensor([1]))
+    with pytest.raises(ValueError, match="one shape"):
+        bl.shrink_coefficients(torch.zeros(4, 3), torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="corrupted must be"):
+        bl.shrink_prediction(torch.rand(4, 3), torch.rand(4, 3), torch.rand(2, 2))
+    with pytest.raises(TypeError, match="corrupted"):
+        bl.shrink_coefficients(torch.zeros(4, 3), torch.zeros(4, 3, dtype=torch.int64))
 
 
 # ------------------------------------------------------- Sudoku: the three no-learning rungs (issue 49)
