@@ -120,7 +120,8 @@ PROFILES = {
                    baseline_mlp=128, baseline_steps=19500, baseline_batch=256, baseline_lr=1e-3,
                    vit_tasks=("masked", "denoise"), progress=True),
 }
-COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs; two 100-step baselines)",
+COST = {"quick": "about 25 s on one CPU thread (4,000 digits at 14x14, 3 epochs; two 100-step baselines); the "
+                 "chapter about 65 s (its 20-epoch coupling measurement and the optimiser rows of section 7.6)",
         "medium": "5.4 min of one CPU core, measured (7.7 min wall on a shared machine): 28x28 digits in 4x4 patches, "
                   "20 epochs; two 2,000-step blocks and a 2,000-step ViT; committed as results/attractor/medium.json",
         "full": "a GPU: 20 epochs over 50,000 28x28 digits (31k steps at batch 32) plus 2 x 19.5k block and ViT steps"}
