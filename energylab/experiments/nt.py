@@ -41,7 +41,7 @@ class NTRun:
     epochs: int  # training epochs (one fresh series and N_batch predictions each)
     variant: str = "NT"  # "NT", "NT-S", "NT-R", or "mix" (NT and NT-S, drawn 50/50 per epoch)
     lr_drop_at: int | None = None  # epoch after which lr is divided by 4 (paper: the mixture, after 2500)
-    paper: str = ""  # what paper 001 reports for this setting (NOTES.md)
+    paper: str = ""  # what paper 001 (Gros et al. 2024) reports for this setting
     overrides: tuple[tuple[str, object], ...] = ()  # Config fields set for this run only, e.g. (("affine", True),)
 
 

@@ -10,7 +10,7 @@ Tokens are one-hot symbols, d = N, with no positional embedding. With x_m ∈ R^
 trained with the squared error ‖ŷ − e_target‖²/d and read out greedily (argmax). Per-position weights
 (``per_position=True``) give every position m its own W_Q, W_K, W_V, W_1, W_2, b_2; with LayerNorm without
 gain/shift and no hidden bias (b_1 = 0) this reproduces the paper's counts exactly (802 for N = 2, N_con = 16;
-≈ 4·10⁵ for N16T5 at N_con = 128) — an inference, the paper has no public code (NOTES.md). ``affine=True``
+≈ 4·10⁵ for N16T5 at N_con = 128) — an inference: the paper has no public code. ``affine=True``
 adds LN(x) = γ ⊙ (x − mean)/std + β on both sublayers and b_1; ``per_position=False`` shares one bilayer
 across positions.
 """

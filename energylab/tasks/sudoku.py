@@ -5,7 +5,7 @@ tokens in row-major order, token 0 = blank and 1..n = a given digit; the target 
 index ``digit - 1`` in 0..n-1; the loss mask is True on blanks only (givens are copied, not learnt).
 A board counts as solved only if every cell is right; cell accuracy is reported too.
 
-Datasets (see ``shared/papers/NOTES.md``, "Public numbers on Sudoku data"), an in-distribution (ID) and a
+Datasets (the givens ranges of SATNet, Wang et al. 2019, and RRN, Palm et al. 2018), an in-distribution (ID) and a
 harder out-of-distribution (OOD) range of givens per size, as papers 003/004 train on SATNet's range and test
 on RRN's:
 
