@@ -6,7 +6,8 @@ Each module ``energylab.experiments.<name>`` provides
   ``seeds`` (one model per seed);
 - ``PROFILES``: ``{"quick": Config(...), "full": Config(...)}`` — quick runs in a notebook cell on a laptop CPU,
   full is the paper's scale (its own setup, as each profile's comment cites it) for a GPU; medium and others may
-  follow. These dicts are the one declaration of the profiles: :func:`common_profiles` (what every chapter can run at) derives from them;
+  follow. These dicts are the one declaration of the profiles: :func:`common_profiles` (what every chapter can
+  run at) derives from them;
 - ``CHAPTER``: the stem of the chapter notebook that trains it, ``notebooks/<CHAPTER>.ipynb`` (its "Run this
   chapter" box lists it; ``python -m energylab list`` shows it);
 - ``COST``: ``{"quick": "...", "full": "..."}`` — a human estimate of each profile's cost, shown by
