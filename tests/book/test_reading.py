@@ -127,3 +127,16 @@ def test_converter_markup():
         conv.markdown("```{figure} x.png\n```")
     assert reader.leftovers({"cells": [{"cell_type": "markdown", "source": ":label: x\n{cite}`a`"}]}) == [
         "cell 0: :label:", "cell 0: {cite}`"]
+
+
+def test_markdown_outputs_render_their_tables():
+    """The chapters' computed tables are Markdown(...) outputs: myst-nb parses them as CommonMark by default, which
+    has no tables, and printed every one as a paragraph of pipes. The book parses them as MyST; on a built site no
+    page shows a paragraph that starts with a table's pipe."""
+    config = (ROOT / "_config.yml").read_text(encoding="utf-8")
+    assert re.search(r"^\s+nb_render_markdown_format: myst\s*$", config, re.M)
+    site = ROOT / "_build" / "html" / "notebooks"
+    if not site.exists():
+        pytest.skip("no built site (python scripts/build_book.py)")
+    for page in sorted(site.glob("*.html")):
+        assert "<p>| " not in page.read_text(encoding="utf-8"), page.name
