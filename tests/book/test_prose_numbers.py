@@ -16,7 +16,8 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PAGES = [ROOT / "book" / "intro.md", ROOT / "book" / "how_to_run.md"]
 # chapters whose prose is converted; the others still carry typed numbers (issue 48, left open for them)
 CONVERTED = {"01_free_energy", "02_attention_as_descent", "03_hopfield_memories", "04_newton_attention",
-             "06_particles_on_spheres", "08_hyperset", "09_jacobians", "10_design_your_own", "11_atlas"}
+             "06_particles_on_spheres", "08_hyperset", "09_jacobians", "10_design_your_own", "11_atlas",
+             "12_sparse_hopfield"}
 
 
 def load(path):
