@@ -1,4 +1,4 @@
-"""Exact retrieval by sparse Hopfield updates, measured against β and the load P, with the margin condition (chapter 12).
+"""Exact retrieval by sparse Hopfield updates against β and the load P, with the margin condition (chapter 12).
 
 Patterns: P points uniform on the unit sphere in R^d (M = 1). Query: a stored x_i plus noise r·u, u a uniform unit
 vector. After ONE update ξ ← Xᵀ ŷ_Ω(β X ξ) (:func:`energylab.forms.sparse_hopfield.fy_hopfield_update`):

@@ -188,7 +188,8 @@ def normmax(theta: torch.Tensor, alpha) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------- regularisers and conjugates
 def tsallis_regulariser(p: torch.Tensor, alpha) -> torch.Tensor:
-    """Ω(p) = (Σ_j p_j^α − 1)/(α(α − 1)) for α ≠ 1, Σ_j p_j log p_j at α = 1 (0 at every vertex). p (..., N) -> (...)."""
+    """Ω(p) = (Σ_j p_j^α − 1)/(α(α − 1)) for α ≠ 1, Σ_j p_j log p_j at α = 1 (0 at every vertex). p (..., N) -> (...).
+    """
     alpha = check_positive("alpha", alpha, scalar=True)
     if alpha == 1:
         return torch.special.xlogy(p, p).sum(-1)

@@ -241,7 +241,8 @@ def check_entmax_alpha(ns, out):
 CHECKS = {
     "ex-kl": check_kl, "ex-joint": check_joint, "ex-capacity": check_capacity, "ex-two-tokens": check_two_tokens,
     "ex-wendel": check_wendel, "ex-jac-linear": check_jac_linear, "ex-derive-newton": check_newton, "ex-derive-two-temperatures": check_two_temperatures,
-    "ex-atlas-order": check_order, "ex-atlas-register": check_register, "ex-entmax-alpha": check_entmax_alpha,
+    "ex-atlas-order": check_order, "ex-atlas-register": check_register,
+    "ex-entmax-alpha": check_entmax_alpha,
 }
 RUNNABLE = [(chapter, label, body) for chapter, label, body in SOLUTIONS if label not in PROSE_ONLY]
 

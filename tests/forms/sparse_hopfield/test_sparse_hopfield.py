@@ -136,7 +136,8 @@ def test_capacity_protocol_matches_chapter_three_for_softmax():
     from energylab.experiments import hopfield_capacity as hc
 
     cfg = hc.CapacityConfig(dims=(6, 8))
-    assert [r["capacity"] for r in sr.capacity_rows("softmax", cfg)] == [r["capacity"] for r in hc.capacity(cfg)["rows"]]
+    softmax = [r["capacity"] for r in sr.capacity_rows("softmax", cfg)]
+    assert softmax == [r["capacity"] for r in hc.capacity(cfg)["rows"]]
     rows = sr.capacity_rows("sparsemax", hc.CapacityConfig(dims=(4,)), max_P=64)
     assert rows[0]["capacity"] > 0
 
