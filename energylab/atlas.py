@@ -48,6 +48,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "Local energies": ("damico2024attractor",),
     "Sphere and symmetric self-attention": ("geshkovski2023", "tomihari2025jacobians"),
     "Hyper-SET and its alternative energies": ("hu2025hyperset",),
+    "Sparse Hopfield (Fenchel–Young) retrieval": ("santos2024sparse",),
 }
 
 # The trainable layers, (layer class, catalog form, how the layer relates to the form), as registered beside the

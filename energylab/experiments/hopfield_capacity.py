@@ -50,8 +50,11 @@ def grid(per_octave: int = 4, start: int = 2):
             yield P
 
 
-def failures(d: int, P: int, config: CapacityConfig, generator: torch.Generator) -> tuple[int, int]:
-    """(queries not retrieved, queries) for P random patterns in dimension d, in float64 (see the module text)."""
+def failures(d: int, P: int, config: CapacityConfig, generator: torch.Generator, weights=None) -> tuple[int, int]:
+    """(queries not retrieved, queries) for P random patterns in dimension d, in float64 (see the module text).
+    ``weights``: the map from scores (..., P) to attention weights, softmax when None (chapter 12 passes sparse
+    maps of :mod:`energylab.forms.sparse_hopfield`; the draws do not depend on it)."""
+    weights = (lambda s: torch.softmax(s, dim=-1)) if weights is None else weights
     M = config.K * math.sqrt(d - 1)
     draws, q = max(1, math.ceil(config.queries / P)), min(P, config.queries)
     X = torch.randn(draws, P, d, generator=generator, dtype=torch.float64)
@@ -61,13 +64,14 @@ def failures(d: int, P: int, config: CapacityConfig, generator: torch.Generator)
     failed = 0
     for a in range(0, q, config.chunk):
         b = min(q, a + config.chunk)
-        new = torch.softmax(config.beta * xi[:, a:b] @ X.transpose(1, 2), dim=-1) @ X  # one update (cross-attention)
+        new = weights(config.beta * xi[:, a:b] @ X.transpose(1, 2)) @ X  # one update (cross-attention)
         failed += int(((new - X[:, a:b]).norm(dim=-1) > config.tolerance * M).sum())
     return failed, draws * q
 
 
-def capacity(config: CapacityConfig = CapacityConfig()) -> dict:
-    """Measure the failure rate against P for every d; returns ``{"config", "rows"}`` with one row per d:
+def capacity(config: CapacityConfig = CapacityConfig(), weights=None) -> dict:
+    """Measure the failure rate against P for every d (``weights`` as in :func:`failures`: softmax when None);
+    returns ``{"config", "rows"}`` with one row per d:
     ``{"d", "P": [...], "failed": [...], "queries": [...], "rate": [...], "capacity": P*}``. P* is the last grid P
     before the first one whose failure rate exceeds ``max_error`` (0 if already P = 2 fails)."""
     rows = []
@@ -76,7 +80,7 @@ def capacity(config: CapacityConfig = CapacityConfig()) -> dict:
         first_bad = None
         for k, P in enumerate(grid(config.per_octave)):
             g = torch.Generator().manual_seed(1_000_003 * config.seed + 1_000 * d + k)
-            f, n = failures(d, P, config, g)
+            f, n = failures(d, P, config, g, weights)
             row["P"].append(P), row["failed"].append(f), row["queries"].append(n), row["rate"].append(f / n)
             if first_bad is None and f / n > config.max_error:
                 first_bad = len(row["P"]) - 1

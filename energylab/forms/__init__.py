@@ -12,14 +12,17 @@ projected steps), the samplers of valid instances and its ``register(...)`` call
 - :mod:`~energylab.forms.local`: local energies of bare self-attention (paper 002);
 - :mod:`~energylab.forms.sphere`: the sphere interaction energy (Geshkovski et al.) and symmetric SA (paper 003);
 - :mod:`~energylab.forms.hyperspherical`: Hyper-SET and its alternative energies (paper 004);
-- :mod:`~energylab.forms.recurrent`: generalised symmetric self-attention (paper 003, Props. 4.1 and 4.2).
+- :mod:`~energylab.forms.recurrent`: generalised symmetric self-attention (paper 003, Props. 4.1 and 4.2);
+- :mod:`~energylab.forms.sparse_hopfield`: Hopfield–Fenchel–Young energies, sparsemax / entmax / normmax retrieval
+  (Santos et al. 2024).
 
 The import order below is the order of ``catalog.FORMS`` and of the Atlas table. Dependencies point one way:
 the families import :mod:`energylab.catalog`, never the reverse.
 """
 from energylab.forms import free_energy, newton  # noqa: I001 (registration order = Atlas order)
 from energylab.forms import hopfield, expressive, local, sphere, hyperspherical, recurrent
+from energylab.forms import sparse_hopfield
 from energylab.forms._common import heads_for
 
 __all__ = ["free_energy", "newton", "hopfield", "expressive", "local", "sphere", "hyperspherical", "recurrent",
-           "heads_for"]
+           "sparse_hopfield", "heads_for"]

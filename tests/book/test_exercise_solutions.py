@@ -96,6 +96,7 @@ PROSE_ONLY = {
     "ex-beta-radius", "ex-peer-head", "ex-nw-neumann", "ex-nw-params", "ex-nw-cost", "ex-nt-xor", "ex-ea-grad",
     "ex-ens", "ex-normalise", "ex-rotation", "ex-no-metric", "ex-att-lambda", "ex-att-fixed", "ex-att-memory",
     "ex-att-norm", "ex-hs-col", "ex-hs-angle", "ex-hs-zero", "ex-jac-toy", "ex-jac-refuted", "ex-derive-far",
+    "ex-sparsemax-margin", "ex-normmax-margin",
 }
 # (label, index of the block in the solution): why it is not run. Empty: every code block of the book runs.
 SKIPPED: dict[tuple[str, int], str] = {}
@@ -227,18 +228,30 @@ def check_register(ns, out):  # verify "~1e-16"; "the energy falls"
     assert "quadratic_alignment" in [row["name"] for row in atlas.form_rows(trials=1)]
 
 
+def check_entmax_alpha(ns, out):
+    """Chapter 12: the exact share and the share meeting the margin condition agree query by query and grow with
+    alpha."""
+    lines = [line for line in out.strip().split("\n") if line.startswith("alpha")]
+    values = [_floats(line) for line in lines]
+    assert [v[0] for v in values] == [1.25, 1.5, 2.0, 3.0], lines
+    assert all(v[1] == v[2] and v[3] == 0 for v in values), lines
+    exact = [v[1] for v in values]
+    assert exact == sorted(exact) and exact[0] < 0.5 < exact[-1], lines
+
+
 CHECKS = {
     "ex-kl": check_kl, "ex-joint": check_joint, "ex-capacity": check_capacity, "ex-two-tokens": check_two_tokens,
     "ex-wendel": check_wendel, "ex-jac-linear": check_jac_linear, "ex-derive-newton": check_newton,
     "ex-derive-two-temperatures": check_two_temperatures,
     "ex-atlas-order": check_order, "ex-atlas-register": check_register,
+    "ex-entmax-alpha": check_entmax_alpha,
 }
 RUNNABLE = [(chapter, label, body) for chapter, label, body in SOLUTIONS if label not in PROSE_ONLY]
 
 
 def test_every_solution_is_found_and_accounted_for():
     labels = [label for _, label, _ in SOLUTIONS]
-    assert len(labels) == len(set(labels)) and len(CHAPTERS) == 11
+    assert len(labels) == len(set(labels)) and len(CHAPTERS) == 12
     assert {chapter for chapter, _, _ in SOLUTIONS} == {p.stem for p in CHAPTERS}  # every chapter has some
     without_code = {label for _, label, body in SOLUTIONS if not code_blocks(body)}
     assert without_code == PROSE_ONLY  # a solution that gains code runs; one that loses it must be listed

@@ -37,7 +37,8 @@ def test_run_boxes_and_list_read_the_chapter_from_the_experiments(capsys):
     assert boxes["08_hyperset.ipynb"] == ("hyperset", "sudoku")  # the registry's order, as the box shows them
     assert {n for names in boxes.values() for n in names} == set(experiments.EXPERIMENTS)
     assert main(["list"]) == 0
-    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    # a wrapped cost continues on indented lines ("forms x 3 seeds" must not read as experiment "forms")
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line and not line.startswith(" ")]
     assert rows[0][:4] == ["experiment", "chapter", "profile", "cost"]
     assert {tuple(r[:3]) for r in rows if r[:1] == ["nt"]} >= {("nt", "5", "quick"), ("nt", "5", "full")}
     assert {r[1] for r in rows if r[:1] == ["forms"]} == {"10"}
