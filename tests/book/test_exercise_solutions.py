@@ -15,7 +15,6 @@ import json
 import math
 import pathlib
 import re
-import time
 
 import pytest
 
@@ -24,7 +23,6 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 BOOK_PAGES = sorted((ROOT / "book").glob("*.md"))
 SOLUTION = re.compile(r"^(`{3,}|~{3,})\{solution\}\s+(\S+)\s*$")
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")
-SECONDS = 20  # a solution must run in a few seconds on one thread; this bound only catches a runaway
 
 
 def solution_blocks(text: str) -> list[tuple[str, str]]:
@@ -279,12 +277,9 @@ def test_solution_runs_and_gives_what_it_states(chapter, label, body):
             exec(compile(reader_state_source(chapter, label), f"<{chapter} cells for {label}>", "exec"), ns)
             out.seek(0)
             out.truncate()
-            start = time.perf_counter()
             for k, code in enumerate(solution_code(label, body)):
                 exec(compile(code, f"<{chapter} {label} block {k}>", "exec"), ns)
-            seconds = time.perf_counter() - start
         CHECKS[label](ns, out.getvalue())
     finally:
         catalog.FORMS.clear()
         catalog.FORMS.update(forms)
-    assert seconds < SECONDS, f"{label} took {seconds:.1f} s"
