@@ -306,7 +306,9 @@ def test_prose_numbers_show_before_and_after_a_run(lab):
         page = browser.new_page(viewport={"width": 1366, "height": 900})
         page.set_default_timeout(60_000)
         try:
-            page.goto(f"{base}/lab/tree/{PROSE_CHAPTER}?token={TOKEN}", timeout=90_000)
+            # reset: a fresh workspace, with only this notebook open (the other test left chapter 1 open, and its
+            # cells would count too)
+            page.goto(f"{base}/lab/tree/{PROSE_CHAPTER}?token={TOKEN}&reset", timeout=90_000)
             page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-Cell').length === n",
                                    arg=len(nb["cells"]), timeout=90_000)
             page.wait_for_timeout(3000)  # markdown cells render after the cells arrive
@@ -324,7 +326,11 @@ def test_prose_numbers_show_before_and_after_a_run(lab):
             flat = " ".join(shown.split()).replace("’", "'")
             near = flat[flat.find("instances the paper") - 60:flat.find("instances the paper") + 200]
             assert sentence in flat, f"not rendered with its values: {sentence!r}; shown: {near!r}"
-            _wait_kernel_idle(base, timeout=90)
+            deadline = time.time() + 90  # this notebook's kernel connected and idle (chapter 1's may still exist)
+            while not any(k["execution_state"] == "idle" and k["connections"] > 0
+                          for k in _api(f"{base}/api/kernels?token={TOKEN}")):
+                assert time.time() < deadline, "no connected idle kernel after 90 s"
+                time.sleep(0.5)
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             page.wait_for_function(
