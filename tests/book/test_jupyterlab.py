@@ -311,7 +311,9 @@ def test_prose_numbers_show_before_and_after_a_run(lab):
             page.goto(f"{base}/lab/tree/{PROSE_CHAPTER}?token={TOKEN}&reset", timeout=90_000)
             page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-Cell').length === n",
                                    arg=len(nb["cells"]), timeout=90_000)
-            page.wait_for_timeout(3000)  # markdown cells render after the cells arrive
+            # markdown cells render after the cells arrive (slowly on a loaded machine)
+            page.wait_for_function("() => [...document.querySelectorAll('.jp-MarkdownCell .myst')]"
+                                   ".some(e => e.textContent.includes('instances the paper'))", timeout=90_000)
 
             def rendered() -> str:
                 return "\n".join(page.locator(".jp-Notebook .jp-MarkdownCell .myst").all_inner_texts())
