@@ -261,7 +261,25 @@ def sudoku_propagation(dataset: SudokuDataset) -> dict[str, float]:
     return {**scores, "decided": float((filled > 0).all((1, 2)).mean())}  # a SudokuDataset holds >= 1 board
 
 
+def sudoku_propagation_guess(dataset: SudokuDataset) -> dict[str, float]:
+    """:func:`sudoku_propagation`, then every cell it leaves undecided filled with a digit drawn uniformly from that
+    cell's candidates (:func:`sudoku_candidates` of the propagated board): the expected cell and board accuracy on
+    the blanks, computed exactly (no sampling). The no-learning cell score to beat on boards that need search, where
+    propagation alone leaves cells empty and so counts them wrong. On a unique puzzle propagation places only right
+    digits, so the solution's digit is among every undecided cell's candidates."""
+    if not isinstance(dataset, SudokuDataset):
+        raise TypeError(f"dataset must be an energylab.tasks.sudoku.SudokuDataset, got {type(dataset).__name__}")
+    filled = propagate_boards(dataset.puzzles)
+    blanks = dataset.puzzles == 0
+    undecided = blanks & (filled == 0)
+    chance = np.where(undecided, 1.0 / np.maximum(sudoku_candidates(filled).sum(-1), 1), 1.0)  # right with this
+    per_cell = np.where(blanks, chance, 0.0)
+    return {"cell": float(per_cell.sum() / blanks.sum()),
+            "board": float(np.prod(np.where(blanks, chance, 1.0), axis=(1, 2)).mean())}
+
+
 __all__ = ["mean_image_prediction", "class_mean_prediction", "shrink_coefficients", "shrink_prediction",
            "image_baselines", "constant_accuracy",
            "constant_row_accuracy", "sudoku_candidates", "sudoku_baseline", "sudoku_blind_vote",
-           "propagate_boards", "sudoku_propagation"]
+           "propagate_boards", "sudoku_propagation",
+           "sudoku_propagation_guess"]

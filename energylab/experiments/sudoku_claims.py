@@ -73,6 +73,38 @@ def nine_by_nine_claims(results: Results, baselines: dict, margin: float = 0.1) 
     }
 
 
+def augmentation_claims(augmented: Results, plain: Results, baselines: dict, search: Results, search_guess: float,
+                        margin: float = 0.1) -> dict:
+    """Chapter 9's statements about the augmented 9×9 run (``aug-cpu-9x9``) beside the same run without
+    augmentation (``medium-cpu-9x9``, whose boards ``baselines`` scores), and about the augmented model on the boards
+    that need search (``search``, with ``search_guess`` the cell accuracy of propagation then a uniform guess among
+    each open cell's candidates on them, :func:`energylab.baselines.sudoku_propagation_guess`).
+    ``margin`` as in :func:`nine_by_nine_claims`."""
+    cfg, f, g = augmented.config, augmented.final, plain.final
+    T, id_set = cfg["iterations"], cfg["test_sets"][0]
+    t_plain = plain.config["iterations"]
+
+    def fit_gap(results, t):  # training cells at the end minus test cells at T: how much it memorises
+        return results.histories["seed0"].curves["cell"][-1] - results.final[f"{id_set}/cell@T{t}"]
+
+    search_boards = [v for k, v in search.final.items() if "/board@" in k]
+    search_cells = [v for k, v in search.final.items() if "/cell@" in k]
+    return {
+        "with augmentation it solves fewer SATNet-like boards at T than without it":
+            f[f"{id_set}/board@T{T}"] + margin < g[f"{id_set}/board@T{t_plain}"],
+        "it does not memorise: its training cells end within 5 points of its test cells at T, where the run without "
+        "augmentation ends 10 points above them":
+            fit_gap(augmented, T) < 0.05 and fit_gap(plain, t_plain) > 0.1,
+        "below propagation without search on every set, at every test T, by more than the margin":
+            below_propagation({(s, t): f[f"{s}/board@T{t}"] + margin for s in cfg["test_sets"]
+                               for t in cfg["test_iterations"]}, baselines),
+        "it solves under 1% of the boards that need search, at every test T": max(search_boards) < 0.01,
+        "on those boards it gets fewer blank cells right, at every test T, than propagation followed by a uniform "
+        "guess among each open cell's candidates, by more than 5 points":
+            max(search_cells) + margin / 2 < search_guess,
+    }
+
+
 def seed_values(results: Results, layer: str, test_set: str, iterations: int, key: str = "board",
                 table: str = "test_time") -> list[float]:
     """One value per seed of ``layer`` on ``test_set`` at T = ``iterations`` from a league's ``table`` rows

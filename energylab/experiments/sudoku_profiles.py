@@ -72,7 +72,7 @@ PROFILES = {
                              warmup_steps=300, eval_every=1000, checkpoint_every=500, n_trace=0),
     # the same 9×9 run with what the small Sudoku models since HRM/TRM (2025) train with: every board through a
     # random symmetry at every step, decoupled weight decay 0.1, the weights' moving average (decay 0.999); 5,620
-    # steps, what 100 min of one core gives with the pinned numerics on an Intel Xeon (1.0 s/step there against
+    # steps, about two hours of one core with the pinned numerics on an Intel Xeon (1.0 s/step there against
     # 0.38 s/step with its own kernels; 0.4 s/step pinned on the AMD EPYC of medium-cpu-9x9) (issue 51)
     "aug-cpu-9x9": Config(size=9, train_set="satnet-like", test_sets=("satnet-like", "rrn-like", "rrn-17"),
                           n_train=9000, n_test=1000, dim=64, heads=4, iterations=16,
@@ -114,8 +114,9 @@ COST = {
                   "results/sudoku/medium-cpu.json)",
     "medium-cpu-9x9": "60 min of one CPU core (measured 3,625 s: 9x9, d = 64, T = 16, 8,992 steps of 32 boards; "
                       "committed as results/sudoku/medium-cpu-9x9.json)",
-    "aug-cpu-9x9": ("about 100 min of one CPU core with pinned numerics on an Intel Xeon (1.0 s/step measured; 9x9, "
-                    "d = 64, T = 16, 5,620 steps of 32 augmented boards)"),
+    "aug-cpu-9x9": ("about 2 h of one CPU core with pinned numerics on an Intel Xeon (measured 127 min, evaluation "
+                    "included: 9x9, d = 64, T = 16, 5,620 steps of 32 augmented boards); committed as "
+                    "results/sudoku/aug-cpu-9x9.json"),
     "aug-league-9x9": ("about 4 h of one CPU core with pinned numerics on an Intel Xeon beyond aug-cpu-9x9's run "
                        "(training steps measured at 0.42 / 0.55 / 0.88 s for ItrSA / AKOrN / Hyper-SET against 0.82 s "
                        "for the Transformer; 5,620 steps each)"),

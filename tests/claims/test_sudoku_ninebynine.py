@@ -41,3 +41,25 @@ def test_the_numbers_the_chapter_prints(run):
     assert f["satnet-like/board@T64"] < f["satnet-like/board@T32"]  # 4T gives back part of 2T's gain
     assert round(f["satnet-like/cell@T16"], 2) == 0.86  # test cells
     assert results.histories["seed0"].curves["cell"][-1] > 0.98  # training cells at the end: it fits them
+
+
+def test_the_augmented_run_and_what_the_chapter_says_of_it(run):
+    """results/sudoku/aug-cpu-9x9.json (and its model on the search boards): the profile, run once from a clean
+    commit, and every claim chapter 9 makes of it."""
+    from energylab.baselines import sudoku_propagation_guess
+    from energylab.experiments.sudoku import load_set
+
+    augmented, provenance = load_committed("sudoku", "aug-cpu-9x9")
+    search, search_provenance = load_committed("sudoku", "aug-cpu-9x9-search")
+    want = sudoku.PROFILES["aug-cpu-9x9"]
+    for name in ("size", "train_set", "n_train", "n_test", "dim", "iterations", "epochs", "batch_size", "lr",
+                 "weight_decay", "augment", "ema", "layer"):
+        assert augmented.config[name] == getattr(want, name), name
+    assert provenance["dirty"] is False and provenance["numerics"] == "pinned"
+    assert search_provenance["dirty"] is False and search.config["test_sets"] == ["9x9-search"]
+    assert augmented.extra["steps"] == 5620
+    guess = sudoku_propagation_guess(load_set("9x9-search", "test", 1000, 9))["cell"]
+    claims = sudoku_claims.augmentation_claims(augmented, run[0], sudoku_claims.nine_by_nine_baselines(run[0]),
+                                               search, guess)
+    assert all(claims.values()), {k: v for k, v in claims.items() if not v}
+    assert round(augmented.final["satnet-like/board@T16"], 3) == 0.005  # the number the chapter prints

@@ -173,6 +173,26 @@ def test_propagation_solves_what_singles_finish_and_leaves_the_rest_open():
     assert scores["cell"] == pytest.approx(51 / 111, abs=1e-12)  # the easy board's 51 blanks of 51 + 60
 
 
+def test_propagation_then_a_guess_is_the_mean_of_sampled_guesses():
+    data = _boards()
+    exact = bl.sudoku_propagation_guess(data)
+    filled = bl.propagate_boards(data.puzzles)
+    cands = bl.sudoku_candidates(filled)
+    rng = np.random.default_rng(0)
+    blanks = data.puzzles == 0
+    cells, boards = [], []
+    for _ in range(400):  # sample the guesses: each undecided cell a uniform draw among its candidates
+        guess = filled.copy()
+        for b, r, c in zip(*np.nonzero(filled == 0)):
+            guess[b, r, c] = 1 + rng.choice(np.flatnonzero(cands[b, r, c]))
+        right = (guess == data.solutions) & blanks
+        cells.append(right.sum() / blanks.sum())
+        boards.append(np.mean([right[k][blanks[k]].all() for k in range(len(data))]))
+    assert exact["cell"] == pytest.approx(np.mean(cells), abs=0.01)  # 400 draws: standard error about 0.002
+    assert exact["board"] == pytest.approx(np.mean(boards), abs=1e-9)  # the hard board is never guessed whole
+    assert exact["board"] == 0.5 and exact["cell"] > bl.sudoku_propagation(data)["cell"] + 0.05
+
+
 def test_the_blind_vote_solves_nothing_and_the_rungs_are_ordered_on_generated_boards(tmp_path):
     from energylab.tasks import sudoku as tasks
 
@@ -192,6 +212,8 @@ def test_propagation_refuses_bad_boards():
         bl.propagate_boards(np.full((1, 4, 4), 7))
     with pytest.raises(TypeError, match="SudokuDataset"):
         bl.sudoku_propagation(np.zeros((1, 4, 4)))
+    with pytest.raises(TypeError, match="SudokuDataset"):
+        bl.sudoku_propagation_guess(np.zeros((1, 4, 4)))
 
 
 @pytest.mark.skipif(__import__("shutil").which("node") is None, reason="node is not installed")
