@@ -1,8 +1,16 @@
 """energylab: attention mechanisms derived from energy functions.
 
-The library behind the book. Dependencies point one way:
-catalog <- forms (one module per family) -> modules -> models -> experiments; sphere and flows are tools of the
-forms, models and notebooks; viz and train serve notebooks.
+The library behind the book, in one direction of dependence:
+
+* ``catalog`` <- ``forms`` (the energies and their operators, one module per family) -> ``layers`` (trainable
+  layers, one module per family, and the registry of looped layers) -> ``models`` (whole networks) ->
+  ``experiments`` (one module per experiment, each with its profiles);
+* ``tasks`` (data and the no-learning solvers), ``baselines`` (the input-blind and no-learning scores beside every
+  result), ``engine`` (training, runs, results and the committed files), ``kernels`` (the fast paths behind one
+  boundary);
+* tools of the chapters: ``sphere`` and ``flows`` (tokens as particles), ``descent`` and ``jacobians`` (dynamics),
+  ``atlas``, ``viz`` (figures), ``notebook`` (a chapter's setup and its computed prose numbers), ``portable`` (the
+  same numbers on every processor), ``bench`` and ``pretrained``.
 
     >>> from energylab import catalog
     >>> catalog.verify("softmax_free_energy") < 1e-10
@@ -13,7 +21,7 @@ which must be set before torch loads) imports no torch, and ``viz``/``experiment
 training engine only when used. ``catalog`` is the one exception to a plain import: it first imports ``forms``,
 whose family modules register every form into it (see :mod:`energylab.catalog`; the catalog itself may not import
 a family, tests/test_layout.py). A few functions are served from their modules: ``energylab.derive(energy)``
-builds a layer (:func:`energylab.energy_layer.derive`), ``energylab.setup_notebook(seed)`` prepares a chapter.
+builds a layer (:func:`energylab.layers.energy.derive`), ``energylab.setup_notebook(seed)`` prepares a chapter.
 """
 import importlib
 import pkgutil
@@ -22,7 +30,7 @@ import pkgutil
 _SUBMODULES = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
 # function name -> the module that defines it
 _FUNCTIONS = {**dict.fromkeys(("choose_device", "format_error", "seed_everything"), "_setup"),
-              "setup_notebook": "notebook", "derive": "energy_layer"}
+              "setup_notebook": "notebook.setup", "derive": "layers.energy"}
 
 
 def __getattr__(name):

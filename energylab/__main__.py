@@ -17,7 +17,7 @@ no folder behind.
 
 ``--commit`` also writes the results, with the machine, date, git commit and wall-clock time,
 to ``results/<experiment>/<NAME>.json`` (NAME defaults to the profile): the committed
-medium/full results a chapter shows beside its live quick run (:mod:`energylab.committed`).
+medium/full results a chapter shows beside its live quick run (:mod:`energylab.engine.committed`).
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def _main(argv: list[str] | None) -> int:
             return _fail(str(err), 2)
 
     from energylab import experiments  # after argparse: `--help` stays fast
-    from energylab.train import TrainingDiverged
+    from energylab.engine.train import TrainingDiverged
 
     out = None if args.command == "list" else (args.out or f"results/{args.experiment}-{args.profile}")
     try:
@@ -93,7 +93,7 @@ def _main(argv: list[str] | None) -> int:
                     raise ValueError(f"unknown experiment {args.experiment!r}; `python -m energylab list` names them")
             print(format_listing(rows, long=args.long))
             return 0
-        from energylab.train import init_distributed
+        from energylab.engine.train import init_distributed
 
         if args.command == "run" and args.threads is not None:
             if args.threads < 1:
@@ -111,7 +111,7 @@ def _main(argv: list[str] | None) -> int:
         if args.force and args.commit is None:
             raise ValueError("--force only applies to --commit")
         if args.commit is not None:
-            from energylab.committed import check_not_committed, committed_path, source_commit
+            from energylab.engine.committed import check_not_committed, committed_path, source_commit
 
             # refuse before training, not after: a committed run took long to make
             check_not_committed(committed_path(args.experiment, args.commit or args.profile), args.force)
@@ -129,7 +129,7 @@ def _main(argv: list[str] | None) -> int:
     if rank == 0:
         print(f"results written to {out}/results.json (world size {world})")
         if args.commit is not None:
-            from energylab.committed import commit_results
+            from energylab.engine.committed import commit_results
 
             command = " ".join(["python -m energylab", *(sys.argv[1:] if argv is None else argv)])
             try:
@@ -173,7 +173,7 @@ def _check_resumed_numerics(out: str) -> None:
     count), so every segment already trained in ``out`` must have run under the same ones (run.json records them)."""
     import os
 
-    from energylab.runs import MANIFEST, process_numerics, read_json
+    from energylab.engine.runs import MANIFEST, process_numerics, read_json
 
     path = os.path.join(out, MANIFEST)
     if not os.path.exists(path):
@@ -234,7 +234,7 @@ def _left_behind(out: str) -> str:
     """What a failed run left in ``out``: no results.json; the checkpoints kept, if any."""
     import os
 
-    from energylab.runs import CHECKPOINT, run_files
+    from energylab.engine.runs import CHECKPOINT, run_files
 
     kept = run_files(out, (CHECKPOINT,)) if os.path.isdir(out) else []
     if not kept:

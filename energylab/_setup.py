@@ -1,4 +1,4 @@
-"""Seeds, devices and the rounding of printed errors (the chapters' setup is :mod:`energylab.notebook`)."""
+"""Seeds, devices and the rounding of printed errors (the chapters' setup is :mod:`energylab.notebook.setup`)."""
 from __future__ import annotations
 
 import random

@@ -1,6 +1,6 @@
 """The Atlas: the whole catalog as data for tables, one descent check per form, and the layer of each form.
 
-Everything here is computed from :data:`energylab.catalog.FORMS` and :mod:`energylab.modules`, so the closing
+Everything here is computed from :data:`energylab.catalog.FORMS` and :mod:`energylab.layers`, so the closing
 chapter of the book cannot drift from the library: a new form shows up in the table as soon as it is registered.
 
 - :func:`form_rows` — one dict per form: name, paper, kind, LaTeX of energy and update, note, and the error of
@@ -9,7 +9,7 @@ chapter of the book cannot drift from the library: a new form shows up in the ta
   :data:`MULTI_HEAD_DIM`, where their samplers draw several heads (:func:`energylab.forms.heads_for`).
 - :func:`descent_check` — energy before and after one small step ``x + η·update`` (the projected step
   :func:`energylab.sphere.sphere_step` for on-sphere forms), with the first-order prediction η⟨∇E, update⟩.
-- :func:`layer_rows` — which ``nn.Module`` of :mod:`energylab.modules` implements which form, with its number
+- :func:`layer_rows` — which ``nn.Module`` of :mod:`energylab.layers` implements which form, with its number
   of parameters.
 - :func:`layer_costs` — each layer's time and saved-activation memory as ratios to fused SDPA attention, read from
   the committed benchmark ``results/bench/attention.json`` (``python -m energylab.bench attention --commit``), with
@@ -25,9 +25,10 @@ import re
 
 import torch
 
-from energylab import catalog, committed, modules  # noqa: F401 - importing modules registers the layers
+from energylab import catalog, layers  # noqa: F401 - importing the layers registers them with the catalog
 from energylab._checks import check_positive
 from energylab._setup import ROUND_OFF_FLOOR
+from energylab.engine import committed
 from energylab.models import count_parameters
 from energylab.sphere import sphere_step, tangent_projection
 
@@ -52,7 +53,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 
 # The trainable layers, (layer class, catalog form, how the layer relates to the form), as registered beside the
-# layers in energylab.modules (the catalog is their one home; this is the Atlas's view of it).
+# layers in energylab.layers (the catalog is their one home; this is the Atlas's view of it).
 LAYERS: tuple[tuple[type, str, str], ...] = tuple(tuple(layer) for layer in catalog.LAYERS)
 
 # What tests/forms/test_atlas.py asserts of every form, and chapter 11 states: one step of DESCENT_ETA lowers the

@@ -65,7 +65,7 @@ class AttentionForm:
 
     @property
     def layers(self) -> tuple["Layer", ...]:
-        """The trainable layers built on this form (registered by :mod:`energylab.modules`)."""
+        """The trainable layers built on this form (registered by :mod:`energylab.layers`)."""
         return tuple(layer for layer in LAYERS if layer.form == self.name)
 
 

@@ -24,7 +24,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # book_version, status_page, ... also when a test loads this file by path
-from energylab import portable, prose  # noqa: E402 - torch-free
+from energylab import portable  # noqa: E402 - torch-free
+from energylab.notebook import prose  # noqa: E402 - torch-free
 
 SRC = ROOT / "_build" / "src"
 
@@ -111,7 +112,7 @@ def write_status_page(runs: list[dict]) -> None:
 
     machine = None
     if runs:
-        from energylab.committed import machine as describe_machine
+        from energylab.engine.committed import machine as describe_machine
 
         machine = describe_machine()
     (SRC / (status_page.PAGE + ".md")).write_text(

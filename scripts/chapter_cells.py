@@ -90,7 +90,8 @@ def box_source(experiments: tuple[str, ...]) -> str:
 
 
 def _cell(cell_type: str, source: str, tag: str) -> dict:
-    cell = {"cell_type": cell_type, "metadata": {"tags": [tag]}, "source": source.splitlines(keepends=True)}
+    # nbformat 4.5: every cell has an id (a new cell's is its tag, unique in a chapter: one cell carries each tag)
+    cell = {"cell_type": cell_type, "id": tag, "metadata": {"tags": [tag]}, "source": source.splitlines(keepends=True)}
     if cell_type == "code":
         cell.update(execution_count=None, outputs=[])
     return cell

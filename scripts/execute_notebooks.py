@@ -2,7 +2,7 @@
 
 Uses nbclient directly (not papermill) so the committed file carries no run timestamps or injected-parameter
 cells; widget state is stored so the website can show the saved widgets; the numbers the prose quotes
-(``{eval}`N.<name>``` roles, :mod:`energylab.prose`) are stored in their markdown cells. Runs with the pinned
+(``{eval}`N.<name>``` roles, :mod:`energylab.notebook.prose`) are stored in their markdown cells. Runs with the pinned
 numerics of
 :mod:`energylab.portable`, like nbval.
 With no argument, executes every notebooks/NN_*.ipynb and prints the wall time of each. A path that is not a
@@ -18,7 +18,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from energylab import portable, prose  # noqa: E402 - torch-free
+from energylab import portable  # noqa: E402 - torch-free
+from energylab.notebook import prose  # noqa: E402 - torch-free
 
 portable.pin_environment()  # before any kernel starts: kernels inherit the pinned numerics
 

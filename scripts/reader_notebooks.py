@@ -10,7 +10,8 @@ writes a copy of every chapter in which
 - theorems, lemmas, propositions and proofs become bold-titled paragraphs, admonitions block quotes;
 - ``{cite}`` roles become author–year citations, with the chapter's references listed at its end;
 - ``{prf:ref}``, ``{ref}`` and ``{doc}`` roles and relative links become plain text or links to the repository;
-- ``{eval}`N.<name>``` roles (numbers the prose quotes, :mod:`energylab.prose`) become the value the chapter's last
+- ``{eval}`N.<name>``` roles (numbers the prose quotes, :mod:`energylab.notebook.prose`) become the value the
+chapter's last
   run printed.
 Code cells and their outputs are copied unchanged. scripts/build_book.py builds these into the website (its
 download and Colab buttons use them). Exit status 0; it raises on markup it does not know, so nothing is left raw.
@@ -26,7 +27,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from energylab import prose  # noqa: E402 - torch-free
+from energylab.notebook import prose  # noqa: E402 - torch-free
 
 OUT = ROOT / "_build" / "reader"
 FENCE = re.compile(r"^(\s*)(`{3,}|:{3,})\{([\w:-]+)\}[ \t]*(.*)$")
@@ -166,7 +167,8 @@ class Converter:
         self.book = book
         self.chapter = chapter
         self.cited: list[str] = []
-        # the numbers the prose quotes ({eval}`N.<name>`), as the chapter's last run printed them (energylab.prose)
+        # the numbers the prose quotes ({eval}`N.<name>`), as the chapter's last run printed them
+        # (energylab.notebook.prose)
         self.numbers = (prose.table_of(json.loads(chapter.read_text(encoding="utf-8"))) if chapter.exists() else
                         None) or {}
 

@@ -1,7 +1,7 @@
 """The website's execution status page, written by scripts/build_book.py into the staged sources.
 
 One row per chapter: its profile, wall time, date and result in this build (QuantEcon's status page is the model),
-the machine it ran on, and below it every committed medium/full result under results/ (energylab.committed) with
+the machine it ran on, and below it every committed medium/full result under results/ (energylab.engine.committed) with
 its machine, date and commit. Without ``--execute`` the chapters show their committed outputs, and the page says so.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def chapter_table(runs: list[dict], notebooks: list[pathlib.Path]) -> list[str]:
 
 def committed_table(root: pathlib.Path) -> list[str]:
     """Markdown rows for every results/<experiment>/<name>.json, newest code first within an experiment."""
-    from energylab.committed import load_committed
+    from energylab.engine.committed import load_committed
 
     files = sorted(root.glob("*/*.json"))
     if not files:

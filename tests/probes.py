@@ -1,6 +1,7 @@
 """Inputs shared by the tests of the forms and of the checks (issue 13): seeded float64 draws, the tensors that the
 bad-input probes call the forms with, and a catalog form's sample; and :func:`script`, a file of scripts/ loaded as a
-module. Imported as ``tests.probes``; not a test file."""
+module; and an independent Sudoku solution counter (:func:`brute_count`). Imported as ``tests.probes``; not a test
+file."""
 import importlib.util
 import pathlib
 
@@ -53,3 +54,40 @@ W1, W2 = randn(2, 2, D, seed=4), randn(2, 2, D, seed=5)
 NO_KEYS = torch.zeros(0, D, dtype=F64)
 W_HEADS = W.reshape(2, D // 2, D)  # multi-head weights (H, d_h, d), two heads
 SYM = (lambda B: (B + B.T) / 2)(randn(D, D, seed=6))
+
+
+SUDOKU_BOX = {4: (2, 2), 6: (2, 3), 9: (3, 3)}  # written here, not imported: the Sudoku checks are independent
+
+
+def sudoku_groups(n: int) -> list[list[int]]:
+    """Cell indices of every row, column and box of an n×n Sudoku board (row-major)."""
+    br, bc = SUDOKU_BOX[n]
+    rows = [[n * r + c for c in range(n)] for r in range(n)]
+    cols = [[n * r + c for r in range(n)] for c in range(n)]
+    boxes = [[n * (r0 + r) + c0 + c for r in range(br) for c in range(bc)]
+             for r0 in range(0, n, br) for c0 in range(0, n, bc)]
+    return rows + cols + boxes
+
+
+def brute_count(flat: list[int], n: int, limit: int = 2) -> int:
+    """Solutions of a flat n×n Sudoku board, up to ``limit``: plain backtracking over the first blank, no
+    propagation and nothing from the library, so it can check the library's solver and generators."""
+    units = sudoku_groups(n)
+    peers = [set().union(*(u for u in units if i in u)) - {i} for i in range(n * n)]
+
+    def count(g: list[int]) -> int:
+        try:
+            i = g.index(0)
+        except ValueError:
+            return 1
+        total = 0
+        for v in range(1, n + 1):
+            if all(g[p] != v for p in peers[i]):
+                g[i] = v
+                total += count(g)
+                g[i] = 0
+                if total >= limit:
+                    break
+        return total
+
+    return count(list(flat))

@@ -12,7 +12,7 @@ import torch
 
 from energylab import descent
 from energylab import flows as fl
-from energylab import modules as M
+from energylab import layers as M
 from energylab import sphere as sp
 from energylab.forms import free_energy as fe
 from energylab.forms import hopfield as hf

@@ -2,12 +2,12 @@
 the numbers the last execution computed, without a kernel.
 
 A chapter writes a number of its runs into the prose as ``{eval}`N.board_T``` (``N`` an
-:class:`energylab.prose.Numbers` filled by the chapter's code). ``scripts/execute_notebooks.py`` evaluates every such
-expression after the chapter ran and stores the result in the markdown cell's ``metadata.user_expressions``, in the
-format jupyterlab-myst writes when a reader renders the cell in JupyterLab (where it shows the same value, or a
-fresh one from the reader's kernel). myst-nb's own ``eval`` role needs a kernel during the build (execution mode
-"inline"); the book is built from its committed outputs, so this role replaces it. A missing value is a build
-error naming the expression: the notebook was edited and not re-executed.
+:class:`energylab.notebook.prose.Numbers` filled by the chapter's code). ``scripts/execute_notebooks.py`` evaluates
+every such expression after the chapter ran and stores the result in the markdown cell's
+``metadata.user_expressions``, in the format jupyterlab-myst writes when a reader renders the cell in JupyterLab
+(where it shows the same value, or a fresh one from the reader's kernel). myst-nb's own ``eval`` role needs a kernel
+during the build (execution mode "inline"); the book is built from its committed outputs, so this role replaces it. A
+missing value is a build error naming the expression: the notebook was edited and not re-executed.
 """
 from __future__ import annotations
 

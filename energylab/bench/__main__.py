@@ -1,7 +1,8 @@
 """``python -m energylab.bench [section ...] [--quick] [--json PATH] [--commit]``: run benchmark sections, print tables.
 
 ``--commit`` also writes each section's rows to ``results/bench/<section>.json`` with the machine, date and git
-commit (:mod:`energylab.committed`): the Atlas shows each form's cost ratio from there, with where it was measured.
+commit (:mod:`energylab.engine.committed`): the Atlas shows each form's cost ratio from there, with where it was
+measured.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(1)
     results = {}
     if args.commit:
-        from energylab.committed import commit_results, source_commit
-        from energylab.results import Results
+        from energylab.engine.committed import commit_results, source_commit
+        from energylab.engine.results import Results
 
         source = source_commit()  # the code the benchmark starts from
     for name in args.sections or list(SECTIONS):

@@ -1,4 +1,4 @@
-"""Forward+backward time and activation memory of every layer of :mod:`energylab.modules`.
+"""Forward+backward time and activation memory of every layer of :mod:`energylab.layers`.
 
 Each time is a ratio (median and ratio of minima) to a plain SDPA multi-head attention (qkv projection,
 ``F.scaled_dot_product_attention``, output projection) measured in the same run, in alternation with the layer (so
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab import modules as M
+from energylab import layers as M
 from energylab.bench import median_time
 
 # (layer name, constructor taking (dim, heads), target time ratio to the SDPA reference (issues 3 and 19) or None,

@@ -1,6 +1,6 @@
 """What autograd costs: a layer from :func:`energylab.derive` against the same step from its hand-derived closed form.
 
-For each energy of :mod:`energylab.models.derived` (softmax self-energy, Cauchy energy) and each shape, two
+For each energy of :mod:`energylab.layers.derived` (softmax self-energy, Cauchy energy) and each shape, two
 timings of the same update −η∇E(x), both as a ratio to the closed form measured in the same run:
 
 - ``forward_ratio``: the update under ``torch.no_grad()`` (inference: autograd still builds one backward graph);
@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 
 from energylab.bench import median_time
-from energylab.energy_layer import derive
-from energylab.models.derived import ENERGIES
+from energylab.layers.derived import ENERGIES
+from energylab.layers.energy import derive
 
 
 def compare(energy: str, batch: int, tokens: int, dim: int, heads: int, repeats: int = 5) -> dict:

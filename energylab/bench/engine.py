@@ -2,9 +2,10 @@
 
 Rows (all ratios of CPU times measured in the same run on the same tiny NT model, N2T5 at N_con = 16, 802 parameters):
 
-- ``engine_overhead``: time per step of :func:`energylab.train.train` over a bare ``zero_grad / backward / step``
+- ``engine_overhead``: time per step of :func:`energylab.engine.train.train` over a bare ``zero_grad / backward / step``
   loop with the same model, optimiser and batches (target <= 1.10);
-- ``ensemble_speedup``: S = 8 sequential ``train`` runs over one vmapped :func:`energylab.ensemble.train_ensemble`
+- ``ensemble_speedup``: S = 8 sequential ``train`` runs over one vmapped
+:func:`energylab.engine.ensemble.train_ensemble`
   run of the 8 seeds with ``TrainConfig(compile=True)`` (target >= 3 in every one of 5 rounds; ``ratios`` lists
   the rounds, ``ratio`` is their median), for the per-position model and for the shared-weights variant (112
   parameters). Both sides train the same models (the seed's initial weights) on the same batches for the same steps
@@ -29,10 +30,10 @@ from dataclasses import replace
 import torch
 
 from energylab.bench import cpu_times
-from energylab.ensemble import train_ensemble
+from energylab.engine.ensemble import train_ensemble
+from energylab.engine.train import TrainConfig, train
 from energylab.models.nt import NTModel, NTModelConfig, accuracy, squared_error
 from energylab.tasks import nt
-from energylab.train import TrainConfig, train
 
 S = 8  # ensemble size of the target
 

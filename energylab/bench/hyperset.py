@@ -1,8 +1,8 @@
 """One Hyper-SET iteration against the Transformer block of equal width, forward + backward (issue 16).
 
-Both are the looped layers of the Sudoku harness: :class:`energylab.models.hyperset.HyperSETLayer` (attention and
+Both are the looped layers of the Sudoku harness: :class:`energylab.layers.hyperset.HyperSETLayer` (attention and
 feedforward steps with their adaptive step sizes, FF width 4d) and the pre-RMSNorm
-:class:`energylab.models.looped.TransformerBlock` (FF width 4d). Each timing is one call of the layer and the
+:class:`energylab.layers.block.TransformerBlock` (FF width 4d). Each timing is one call of the layer and the
 backward pass of the sum of its output, median over repeats, measured in alternation with the reference in the
 same run; the row reports the ratio (target: at most 1.1, issue 27). Run ``python -m energylab.bench hyperset``.
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 import torch
 
 from energylab.bench import median_time
+from energylab.layers.block import TransformerBlock
+from energylab.layers.hyperset import HyperSETLayer
 from energylab.models import count_parameters
-from energylab.models.hyperset import HyperSETLayer
-from energylab.models.looped import TransformerBlock
 
 TARGET = 1.1  # issue 27: one Hyper-SET iteration costs at most 1.1x the Transformer block
 

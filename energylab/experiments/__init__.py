@@ -12,7 +12,7 @@ Each module ``energylab.experiments.<name>`` provides
   chapter" box lists it; ``python -m energylab list`` shows it);
 - ``COST``: ``{"quick": "...", "full": "..."}`` — a human estimate of each profile's cost, shown by
   ``python -m energylab list``;
-- ``run(config, out_dir=None, resume=False) -> energylab.results.Results``: with ``out_dir`` each model it
+- ``run(config, out_dir=None, resume=False) -> energylab.engine.results.Results``: with ``out_dir`` each model it
   trains checkpoints in a subfolder of its own (hopfield, which trains nothing: each finished row of its grid), and
   ``resume`` continues the unfinished ones and reuses the finished ones, with the numbers of one uninterrupted run
   (tests/experiments/test_experiments_resume.py, tests/experiments/test_sudoku_looped.py).
@@ -31,10 +31,10 @@ import types
 import typing
 from types import ModuleType
 
-from energylab import runs
-from energylab.results import Results
-from energylab.runs import RESULTS, config_record, process_rank
-from energylab.train import check_device
+from energylab.engine import runs
+from energylab.engine.results import Results
+from energylab.engine.runs import RESULTS, config_record, process_rank
+from energylab.engine.train import check_device
 
 # experiment name -> module that implements it (imported on first use); each experiment's owner adds one line.
 # A chapter's "Run this chapter" box lists its experiments in this order (scripts/chapter_cells.py)
@@ -49,9 +49,10 @@ EXPERIMENTS = {
     "sudoku": "energylab.experiments.sudoku",  # papers 003/004: one looped layer on Sudoku, tested at other T
     "recurrent": "energylab.experiments.recurrent",  # paper 003: ItrSA vs AKOrN, Lyapunov exponents, pseudo-energy
     "forms": "energylab.experiments.forms",  # every trainable form (and derived ones) on 4x4 Sudoku, one budget
+    "denoising": "energylab.experiments.denoising",  # Smart et al.: in-context denoising, one Hopfield layer per map
 }
 
-# experiment -> its config fields that name looped layers (energylab.models.looped.LAYERS): checked by get_config,
+# experiment -> its config fields that name looped layers (energylab.layers.registry.LAYERS): checked by get_config,
 # so that `python -m energylab run sudoku --set layer=NAME` refuses an unknown NAME before anything trains
 LAYER_FIELDS = {"sudoku": ("layer", "layers"), "forms": ("layers",), "hyperset": ("layers",)}
 
@@ -71,11 +72,12 @@ AT_LEAST_ONE = {
     "recurrent": ("size", "n_train", "n_test", "dim", "heads", "iterations", "test_iterations", "epochs",
                   "batch_size", "lyap_steps", "n_sweep"),
     "forms": ("size", "n_train", "n_test", "dim", "heads", "iterations", "steps", "batch_size", "timing_steps"),
+    "denoising": ("n", "d", "contexts", "n_train", "n_test", "epochs", "batch_size"),
 }
 NOT_EMPTY = {
     "alternating": ("rates_W",), "nt": ("runs", "attentions"), "lis": ("variants", "seeds"), "hopfield": ("betas",),
     "hyperset": ("layers", "seeds"), "sudoku": ("test_sets", "seeds"), "recurrent": ("layers", "test_sets"),
-    "forms": ("layers", "seeds"),
+    "forms": ("layers", "seeds"), "denoising": ("kinds", "seeds"),
 }
 
 
@@ -135,7 +137,7 @@ def _check_counts(name: str, config) -> None:
 
 def _check_layers(name: str, config) -> None:
     """ValueError (listing every registered layer) if a field of :data:`LAYER_FIELDS` names an unknown layer."""
-    from energylab.models.looped import layer_builder
+    from energylab.layers.registry import layer_builder
 
     for field in LAYER_FIELDS.get(name, ()):
         value = getattr(config, field, None) or ()  # a field this experiment does not have, or () / None
@@ -213,8 +215,8 @@ def run_experiment(name: str, profile: str = "quick", out_dir: str | None = None
     config (``device`` and ``progress`` may differ), else raises a ValueError naming the differing fields; a
     folder holding no run is started fresh. When training fails (diverges, Ctrl-C) no results.json is written;
     the checkpoints written so far are kept, and if there are none, the files and folders this call created
-    are removed (:func:`energylab.runs.experiment_folder` owns the folder). ``Results.config`` is the full
-    config as JSON (:func:`~energylab.runs.config_record`).
+    are removed (:func:`energylab.engine.runs.experiment_folder` owns the folder). ``Results.config`` is the full
+    config as JSON (:func:`~energylab.engine.runs.config_record`).
     """
     module = get_experiment(name)
     config = get_config(name, profile, **overrides)

@@ -29,9 +29,9 @@ from energylab._checks import (
     check_same_dtype,
     check_tensor,
 )
+from energylab.engine.results import History, Results
+from energylab.engine.runs import claim_run_dir, config_record, load_checkpoint, save_checkpoint
 from energylab.forms.free_energy import softmax_free_energy
-from energylab.results import History, Results
-from energylab.runs import claim_run_dir, config_record, load_checkpoint, save_checkpoint
 
 CHAPTER = "02_attention_as_descent"  # the chapter that runs it: notebooks/02_attention_as_descent.ipynb
 

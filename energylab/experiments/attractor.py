@@ -26,7 +26,10 @@ import torch
 from energylab import baselines as bl
 from energylab._checks import check_count
 from energylab._setup import choose_device, seed_everything
-from energylab.batches import EpochOrder
+from energylab.engine.batches import EpochOrder
+from energylab.engine.results import History, Results
+from energylab.engine.runs import config_record
+from energylab.engine.train import TrainConfig, train
 from energylab.experiments.attractor_claims import (  # noqa: F401 (one home)
     MASKED_TOL,
     MEAN_DIGIT_TOL,
@@ -36,10 +39,7 @@ from energylab.experiments.attractor_claims import (  # noqa: F401 (one home)
     margins,
 )
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock
-from energylab.results import History, Results
-from energylab.runs import config_record
 from energylab.tasks import images as im
-from energylab.train import TrainConfig, train
 
 CHAPTER = "07_attractor_networks"  # the chapter that trains it: notebooks/07_attractor_networks.ipynb
 

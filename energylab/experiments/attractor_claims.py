@@ -6,7 +6,7 @@ import torch
 
 from energylab import portable
 from energylab._checks import check_tensor
-from energylab.results import Results
+from energylab.engine.results import Results
 from energylab.tasks import images as im
 
 __all__ = ["margins", "claims", "decide_table", "attractor_statistics", "MEAN_DIGIT_TOL", "MASKED_TOL"]

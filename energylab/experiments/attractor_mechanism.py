@@ -8,7 +8,7 @@ import dataclasses
 
 import torch
 
-from energylab.batches import EpochOrder
+from energylab.engine.batches import EpochOrder
 from energylab.experiments.attractor import Config, bare_curve, corrupt_test, train_bare
 from energylab.experiments.attractor_claims import MEAN_DIGIT_TOL
 from energylab.models.attractor import BareSelfAttention, correlation_couplings

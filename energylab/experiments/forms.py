@@ -1,7 +1,7 @@
 """Every trainable form under one budget: looped 4×4 Sudoku, one block per form, 3 seeds (for the Atlas).
 
-Each layer of :mod:`energylab.modules` that fits a looped block, and the layers built by :func:`energylab.derive`
-from the energies of :mod:`energylab.models.derived`, is trained as the shared block of a
+Each layer of :mod:`energylab.layers` that fits a looped block, and the layers built by :func:`energylab.derive`
+from the energies of :mod:`energylab.layers.derived`, is trained as the shared block of a
 :class:`~energylab.models.looped.LoopedModel` on the same boards with the same optimiser, steps, batches and
 seeds. The block is h = x + c; h = h + A(RMSNorm(h)); x' = h + F(RMSNorm(h)): ``form-<attention>`` swaps A
 (F = the GELU MLP), ``form-<feedforward>`` swaps F (A = softmax MHA), ``derived-<energy>`` uses A = η·(−∇E)
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 import torch
 
 from energylab._setup import choose_device
+from energylab.engine.results import Results
+from energylab.engine.runs import config_record
+from energylab.engine.train import TrainConfig, train
 from energylab.experiments.sudoku import blank_loss, epoch_batches, load_set, test_time
+from energylab.layers import derived as D
 from energylab.models import count_parameters
-from energylab.models import derived as D
 from energylab.models.looped import LoopedConfig, LoopedModel
-from energylab.results import Results
-from energylab.runs import config_record
-from energylab.train import TrainConfig, train
 
 LAYERS = D.LAYER_NAMES
 

@@ -30,9 +30,9 @@ import torch
 
 from energylab._setup import choose_device
 from energylab.descent import Descent, iterate
+from energylab.engine.results import Results
+from energylab.engine.runs import claim_run_dir, config_record, load_checkpoint, save_checkpoint
 from energylab.forms import hopfield as hf
-from energylab.results import Results
-from energylab.runs import claim_run_dir, config_record, load_checkpoint, save_checkpoint
 from energylab.tasks import images as im
 
 __all__ = ["Config", "PROFILES", "COST", "CHAPTER", "prepare", "corrupt", "retrieve", "one_step_bound", "run", "grid"]
@@ -127,7 +127,7 @@ def _separation(X: torch.Tensor) -> torch.Tensor:
 def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Results:
     """Store, corrupt, retrieve over the (P, β) grid.
 
-    Returns :class:`~energylab.results.Results` with ``tables["grid"]`` (one row per (P, β): the metrics in
+    Returns :class:`~energylab.engine.results.Results` with ``tables["grid"]`` (one row per (P, β): the metrics in
     :data:`GRID`), ``final["violations"]`` (queries predicted but not retrieved in one step; the bound says 0) and
     ``final["energy_increases"]`` (update steps that raised E over every query and (P, β); CCCP says 0),
     ``extra["separation"]`` (per P: median over stored patterns of Δ_i = x_iᵀx_i − max_j x_iᵀx_j) and

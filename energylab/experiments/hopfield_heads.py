@@ -23,9 +23,9 @@ import dataclasses
 
 import torch
 
+from energylab.engine.train import TrainConfig, train
 from energylab.experiments import sudoku
 from energylab.tasks.sudoku_solver import geometry
-from energylab.train import TrainConfig, train
 
 __all__ = ["HEADS", "SINGLE", "participation", "mass_count", "regime", "paper_class", "peer_mask", "head_weights",
            "head_table", "train_looped", "board_accuracy", "head_claims"]

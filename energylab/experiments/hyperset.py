@@ -29,12 +29,12 @@ import torch.nn.functional as F
 from energylab._checks import check_count, check_int, check_labels, check_tensor
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
-from energylab.batches import EpochOrder
+from energylab.engine.batches import EpochOrder
+from energylab.engine.runs import config_record
+from energylab.engine.train import Results, TrainConfig, train
+from energylab.engine.verdicts import compare, scaling, trend
 from energylab.models import count_parameters
 from energylab.models.hyperset import HyperSET
-from energylab.runs import config_record
-from energylab.train import Results, TrainConfig, train
-from energylab.verdicts import compare, scaling, trend
 
 CHAPTER = "08_hyperset"  # the chapter that trains it: notebooks/08_hyperset.ipynb
 
@@ -281,7 +281,7 @@ def seed_accuracies(results: Results, layer: str, iterations: int) -> list[float
 
 
 def verdicts(results: Results) -> dict[str, str]:
-    """What a multi-seed run says, each from the per-seed numbers (:mod:`energylab.verdicts`): every variant
+    """What a multi-seed run says, each from the per-seed numbers (:mod:`energylab.engine.verdicts`): every variant
     against "hyperset" at T, every model from T to 2T, and for each Hyper-SET variant
     the direction of E_ATTN, E_FF, the effective rank and the paper's average angle along the trained iterations
     t = 1..T in every seed ("falls" / "rises" only if all seeds agree)."""

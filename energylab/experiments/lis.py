@@ -4,13 +4,14 @@ Every grid cell trains the same pre-LN decoder (:mod:`energylab.models.transform
 
     MHA, MHA-only (no FFN), MHA2nd1st, MHA2nd1st-only,
 
-and the corrected layer (ours, :class:`energylab.modules.MHA2nd1stCorrected`, b_h without G_h) as MHA2nd1stC and
+and the corrected layer (ours, :class:`energylab.layers.MHA2nd1stCorrected`, b_h without G_h) as MHA2nd1stC and
 MHA2nd1stC-only,
 
 with cross-entropy on the answer tokens, evaluates exact match on the test set after every epoch (greedy decoding,
 computed in one teacher-forced pass, see :mod:`energylab.tasks.lis`) and reports the mean over the last
 ``last_k`` evaluations, as the paper's heat maps (its Figures 1-2) do. Seeds are trained as one vmapped ensemble
-(:func:`energylab.ensemble.train_ensemble`) when there are several, else with :func:`energylab.train.train`.
+(:func:`energylab.engine.ensemble.train_ensemble`) when there are several, else with
+:func:`energylab.engine.train.train`.
 """
 from __future__ import annotations
 
@@ -23,15 +24,15 @@ import torch
 import torch.nn.functional as F
 
 from energylab.baselines import constant_accuracy, constant_row_accuracy
-from energylab.batches import EpochOrder
-from energylab.ensemble import train_ensemble
+from energylab.engine.batches import EpochOrder
+from energylab.engine.ensemble import train_ensemble
+from energylab.engine.results import History, Results
+from energylab.engine.runs import config_record
+from energylab.engine.train import TrainConfig, train
+from energylab.layers import MHA2nd1st, MHA2nd1stCorrected, MultiHeadAttention
 from energylab.models import count_parameters
 from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters
-from energylab.modules import MHA2nd1st, MHA2nd1stCorrected, MultiHeadAttention
-from energylab.results import History, Results
-from energylab.runs import config_record
 from energylab.tasks import lis
-from energylab.train import TrainConfig, train
 
 # the paper's four variants, then the corrected MHA2nd1st (ours): name -> (attention layer, with FFN)
 VARIANTS = {

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from energylab import verdicts
+from energylab.engine import verdicts
+from energylab.engine.results import Results
 from energylab.experiments.lis import final_accuracy
-from energylab.results import Results
 
 
 def _cell(results: Results) -> tuple[int, int]:
@@ -40,7 +40,7 @@ def finals(results: Results, variant: str, name: str = "eval/exact") -> list[flo
 
 
 def compare(results: Results, first: str, second: str, name: str = "eval/exact", step: int | None = None) -> str:
-    """``first`` against ``second`` seed by seed (:func:`energylab.verdicts.compare`), on the final numbers or on
+    """``first`` against ``second`` seed by seed (:func:`energylab.engine.verdicts.compare`), on the final numbers or on
     the evaluation at ``step``."""
     if step is None:
         return verdicts.compare(finals(results, first, name), finals(results, second, name))

@@ -1,7 +1,7 @@
 """NT tasks: dot-product vs expressive attention on delayed-addition series (paper 001, Gros).
 
 For every task in ``config.runs`` and every attention in ``config.attentions``, S seeds of the testbed model
-(:mod:`energylab.models.nt`) are trained together as one vmapped ensemble (:mod:`energylab.ensemble`) with the
+(:mod:`energylab.models.nt`) are trained together as one vmapped ensemble (:mod:`energylab.engine.ensemble`) with the
 paper's protocol: per epoch one fresh random series, its first N_con symbols as context and the next
 N_batch = 40 symbols predicted one by one (teacher forcing), SGD with momentum 0.8 and lr 0.02, squared error.
 Accuracy is measured on fixed held-out series (N_eval series × 50 predictions) during training and on
@@ -18,14 +18,14 @@ import torch
 from energylab._checks import check_bool, check_count, check_int
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
-from energylab.batches import epoch_generator
-from energylab.ensemble import train_ensemble
+from energylab.engine.batches import epoch_generator
+from energylab.engine.ensemble import train_ensemble
+from energylab.engine.results import Results
+from energylab.engine.runs import config_record
+from energylab.engine.train import TrainConfig
 from energylab.models import count_parameters
 from energylab.models.nt import PAPER_PARAMETERS, NTModel, NTModelConfig, accuracy, squared_error
-from energylab.results import Results
-from energylab.runs import config_record
 from energylab.tasks import nt as tasks
-from energylab.train import TrainConfig
 
 CHAPTER = "05_expressive_attention"  # the chapter that trains it: notebooks/05_expressive_attention.ipynb
 

@@ -1,15 +1,15 @@
 """Chapter 5's readings of its committed NT runs, defined once: the chapter prints them, tests assert them.
 
-Every function takes a :class:`~energylab.results.Results` of :mod:`energylab.experiments.nt` (as read by
-``energylab.committed.load_committed``) and reads its histories (held-out accuracy of every seed, ``eval/acc``) and
-its final table (``acc_mean``, ``acc_min``, ``acc_max``, ``solved`` of every task and mechanism).
+Every function takes a :class:`~energylab.engine.results.Results` of :mod:`energylab.experiments.nt` (as read by
+``energylab.engine.committed.load_committed``) and reads its histories (held-out accuracy of every seed, ``eval/acc``)
+and its final table (``acc_mean``, ``acc_min``, ``acc_max``, ``solved`` of every task and mechanism).
 """
 from __future__ import annotations
 
 import torch
 
-from energylab import verdicts
-from energylab.results import Results
+from energylab.engine import verdicts
+from energylab.engine.results import Results
 
 MECHANISMS = ("DPA", "EA")
 SOLVED = 0.999  # a seed counts as solving its task at this final accuracy (the table's ``solved`` column)
@@ -44,8 +44,8 @@ def gain(results: Results, task: str, mechanism: str, start: int, end: int) -> f
 
 
 def compare(results: Results, task: str, epoch: int | None = None) -> str:
-    """EA against DPA, seed by seed (:func:`energylab.verdicts.compare`: "ahead", "behind" or "not separated"), on
-    the final accuracies or on the held-out accuracy at ``epoch``."""
+    """EA against DPA, seed by seed (:func:`energylab.engine.verdicts.compare`: "ahead", "behind" or "not separated"),
+    on the final accuracies or on the held-out accuracy at ``epoch``."""
     values = {}
     for m in MECHANISMS:
         if epoch is None:

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 import torch
 
 from energylab._checks import check_instance, check_int, check_interval, check_positive
+from energylab.engine.runs import config_record
+from energylab.engine.train import Results, TrainConfig, train
+from energylab.engine.verdicts import compare
 from energylab.experiments import sudoku
 from energylab.jacobians import (
     check_finite_matrix,
@@ -36,12 +39,9 @@ from energylab.jacobians import (
     pseudo_energy,
     spectral_norm,
 )
-from energylab.models import recurrent
-from energylab.runs import config_record
+from energylab.layers import recurrent
 from energylab.sphere import normalize
 from energylab.tasks import sudoku as tasks
-from energylab.train import Results, TrainConfig, train
-from energylab.verdicts import compare
 
 CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
 SPREAD_BOARDS = 6  # OOD boards of the trained models' λ_max spread (paper 003's protocol reads one board)
@@ -269,8 +269,8 @@ def baselines(config) -> dict[str, dict[str, dict[str, float]]]:
 
 def e_single_heads(runs: list[Results]) -> tuple[list[dict], dict[str, str]]:
     """The ``e-single-heads`` probe, one run per seed: rows (layer, set, T, per-seed board accuracies, their mean)
-    and the verdicts (:func:`energylab.verdicts.compare` over seeds, at the training T) on paper 003's reading that
-    E-single fails because it is single-head: does E-single cost accuracy with one head as with four, and does one
+    and the verdicts (:func:`energylab.engine.verdicts.compare` over seeds, at the training T) on paper 003's reading
+    that E-single fails because it is single-head: does E-single cost accuracy with one head as with four, and does one
     head without it?"""
     config = runs[0].config
     T, rows = config["iterations"], []

@@ -1,7 +1,7 @@
 """Looped reasoning on Sudoku: one shared layer iterated T times, tested at other T (papers 003 and 004).
 
 A :class:`~energylab.models.looped.LoopedModel` (embedding with learnable positions, one shared layer from
-``energylab.models.looped.LAYERS`` iterated ``iterations`` times, readout) is trained with cross-entropy on the
+``energylab.layers.registry.LAYERS`` iterated ``iterations`` times, readout) is trained with cross-entropy on the
 blanks only, then evaluated on an in-distribution and harder out-of-distribution sets at every T in
 ``test_iterations`` (test-time scaling: does running the loop longer than it was trained help?).
 
@@ -26,15 +26,15 @@ import torch
 import torch.nn.functional as F
 
 from energylab._setup import choose_device
-from energylab.batches import EpochOrder
+from energylab.engine.batches import EpochOrder
+from energylab.engine.runs import config_record
+from energylab.engine.train import History, Results, TrainConfig, train
 from energylab.experiments.sudoku_profiles import CHAPTER, COST, LEAGUE_LR, PROFILES, Config  # noqa: F401 - API
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.regularisers import REGULARISERS, regulariser
-from energylab.runs import config_record
 from energylab.tasks import sudoku as tasks
 from energylab.tasks import sudoku_symmetry as symmetry
 from energylab.tasks.sudoku_config import check_run_config
-from energylab.train import History, Results, TrainConfig, train
 
 
 def load_set(name: str, split: str, n: int, size: int, data_seed: int = 0) -> tasks.SudokuDataset:

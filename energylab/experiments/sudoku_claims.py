@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from energylab.baselines import sudoku_baseline, sudoku_blind_vote, sudoku_propagation
-from energylab.results import Results
-from energylab.verdicts import compare, scaling
+from energylab.engine.results import Results
+from energylab.engine.verdicts import compare, scaling
 
 __all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation",
            "nine_by_nine_baselines",

@@ -12,7 +12,7 @@ class Config:
     test_sets: tuple[str, ...] = ("4x4-id", "4x4-ood")  # evaluated at every test T (test split of each)
     n_train: int = 2500  # training boards (the papers: 9,000)
     n_test: int = 500  # test boards per test set (the papers: 1,000)
-    layer: str = "transformer"  # the looped layer, a name in energylab.models.looped.LAYERS
+    layer: str = "transformer"  # the looped layer, a name in energylab.layers.registry.LAYERS
     dim: int = 64  # width d
     heads: int = 4  # attention heads H
     ffn_mult: int = 4  # feed-forward width / d
@@ -41,7 +41,7 @@ class Config:
     layer_lr: tuple[str, ...] = ()  # per-layer learning rates in a league, "name=lr" (others use ``lr``)
     n_trace: int = 200  # boards of the first test set on which a layer's ``metrics`` are traced along t (0: off)
     augment: bool = False  # a random Sudoku symmetry per training board and step (energylab.tasks.sudoku_symmetry)
-    ema: float = 0.0  # decay of the weights' moving average, evaluated and kept (energylab.train.WeightAverage)
+    ema: float = 0.0  # decay of the weights' moving average, evaluated and kept (energylab.engine.train.WeightAverage)
 
 
 # The learning rate of the quick and league profiles, 3e-3: for each of the four layers the better of 1e-3 and 3e-3

@@ -35,10 +35,10 @@ import torch
 import torch.nn.functional as F
 
 from energylab._checks import check_int, check_interval
+from energylab.engine.results import Results
 from energylab.jacobians import pseudo_energy
+from energylab.layers.recurrent import KuramotoLayer, oscillator_normalize
 from energylab.models.looped import LoopedModel
-from energylab.models.recurrent import KuramotoLayer, oscillator_normalize
-from energylab.results import Results
 from energylab.tasks.sudoku import SudokuDataset
 
 SIGMA = 0.1  # noise of the perturbed starts, relative to the tokens' rms (see the module docstring)
@@ -181,7 +181,7 @@ def voting_4x4(ks=(1, 4, 16), sigmas=(SIGMA, 0.3), seed: int = 0, models=PRETRAI
 
 def commit_voting_4x4(overwrite: bool = False, **kwargs) -> str:
     """Run :func:`voting_4x4` and write it with provenance to ``results/sudoku/voting-4x4.json``; return the path."""
-    from energylab.committed import check_not_committed, commit_results, committed_path, source_commit
+    from energylab.engine.committed import check_not_committed, commit_results, committed_path, source_commit
 
     check_not_committed(committed_path("sudoku", "voting-4x4"), overwrite)
     source, started = source_commit(), time.perf_counter()

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_int, check_same_dtype, check_tensor
+from energylab._checks import check_count, check_dim, check_int, check_positive, check_same_dtype, check_tensor
 from energylab.sphere import random_tokens
 
 __all__ = ["NO_KEYS", "check_query_tokens", "mapped_tokens", "check_scores_mask", "row_blocks", "mask_rows",
@@ -40,6 +40,17 @@ def mapped_tokens(H: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """The rows W h_i: H (N, d), W (d, d) -> (N, d). No validation (callers ran :func:`check_query_tokens`)."""
     # (W h_i)_a = sum_b W_ab H_ib
     return torch.einsum("ab,ib->ia", W, H)
+
+
+def check_hopfield(xi, X, beta):
+    """A Hopfield state xi (..., d), patterns X (N ≥ 1, d) as rows in xi's dtype, and beta > 0; returns beta. The
+    dense (:mod:`~energylab.forms.hopfield`) and sparse (:mod:`~energylab.forms.sparse_hopfield`) families' check."""
+    check_tensor("xi", xi)
+    check_tensor("X", X, ndim=2)
+    check_count("X", X, 0, what="pattern", why=NO_KEYS)
+    check_dim("X", X.shape[-1], xi.shape[-1])
+    check_same_dtype(("xi", xi), ("X", X))
+    return check_positive("beta", beta)
 
 
 def check_scores_mask(scores, mask) -> None:

@@ -4,7 +4,7 @@ EA's weights are exactly the Boltzmann weights of the potentials E_i = −T log(
 has a free energy F_EA; its gradient is not the EA layer (the gradient carries an extra factor). Here: the
 weights of raw scores, the potentials, F_EA and −∇F_EA, one EA step, the sampler and the ``register`` call.
 
-The EA layer (:class:`energylab.modules.ExpressiveAttention`) runs the tiled kernel
+The EA layer (:class:`energylab.layers.ExpressiveAttention`) runs the tiled kernel
 :func:`energylab.kernels.attention.expressive_attention`, which gives the numbers of
 ``expressive_weights(q @ k.mT, mask) @ v`` without keeping the (M, N) weights.
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_positive, check_same_dtype, check_tensor
 from energylab.catalog import AttentionForm, Equation, register
-from energylab.forms._common import NO_KEYS, randn
+from energylab.forms._common import check_hopfield, randn
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "03_hopfield_memories"
@@ -18,22 +17,12 @@ CHAPTER = "03_hopfield_memories"
 __all__ = ["hopfield_energy", "hopfield_update"]
 
 
-def _check_hopfield(xi, X, beta):
-    """Validate a state xi (..., d), patterns X (N ≥ 1, d) and beta > 0; returns beta."""
-    check_tensor("xi", xi)
-    check_tensor("X", X, ndim=2)
-    check_count("X", X, 0, what="pattern", why=NO_KEYS)
-    check_dim("X", X.shape[-1], xi.shape[-1])
-    check_same_dtype(("xi", xi), ("X", X))
-    return check_positive("beta", beta)
-
-
 def hopfield_energy(xi: torch.Tensor, X: torch.Tensor, beta) -> torch.Tensor:
     """E(ξ) = −β⁻¹ log Σ_i exp(β x_iᵀ ξ) + ½ ξᵀξ (Ramsauer et al. 2021, without the constant).
 
     xi: (..., d) state(s), X: (N, d) stored patterns x_i as rows  ->  (...).
     """
-    beta = _check_hopfield(xi, X, beta)
+    beta = check_hopfield(xi, X, beta)
     lse = torch.logsumexp(beta * torch.einsum("...a,ia->...i", xi, X), dim=-1)
     return -lse / beta + 0.5 * xi.pow(2).sum(-1)
 
@@ -43,7 +32,7 @@ def hopfield_update(xi: torch.Tensor, X: torch.Tensor, beta) -> torch.Tensor:
 
     xi: (..., d), X: (N, d) patterns as rows  ->  (..., d).
     """
-    beta = _check_hopfield(xi, X, beta)
+    beta = check_hopfield(xi, X, beta)
     p = torch.softmax(beta * torch.einsum("...a,ia->...i", xi, X), dim=-1)
     return torch.einsum("...i,ia->...a", p, X) - xi
 

@@ -5,7 +5,7 @@ weights W (H, d_h, d) of book/notation.md; feedforward energies use a dictionary
 ‖z_iʰ‖ = √d_h and ‖Dᵀx_i‖ = √M; the energies here omit the constraint (so autograd checks the plain gradient), and
 every operator takes ``rms=True`` to evaluate the same formula at the RMS-normalised projections — the paper's
 layer (eqs. 9 and 11), which normalises but does not differentiate through the normalisation. The layers of
-:mod:`energylab.modules` call these operators.
+:mod:`energylab.layers` call these operators.
 Paper symbols: their X is d × N (tokens as columns) and their W_h is d × d_h; our W_h is their W_hᵀ (d_h × d),
 so their z_iʰ = W_hᵀx_i is our W_h x_i and their W_h Zʰ A is our (A Zʰ) W_h.
 """

@@ -8,7 +8,7 @@ trained (MHA2nd1st), and the first-order version of the exact step (MHA2nd1st-co
 and ``register`` calls. The energies are those of :mod:`energylab.forms.free_energy`.
 
 :func:`newton_first_order_direction` and :func:`ridge_inverse` are the per-head core of MHA2nd1st, shared by
-:func:`mha2nd1st_update` and the layer :class:`energylab.modules.MHA2nd1st`. They are kernels by design and do
+:func:`mha2nd1st_update` and the layer :class:`energylab.layers.MHA2nd1st`. They are kernels by design and do
 not validate: their inputs are projections that the caller made (the checked entry point is
 :func:`mha2nd1st_update`).
 
@@ -160,7 +160,7 @@ def mha2nd1st_corrected_update(z, H, W1, W2, T, T2=None, potential: str = "elast
 def newton_first_order_direction(q, k, weights, G=None, T2=1.0, ridge: float = 0.0, G_inv=None) -> torch.Tensor:
     """(q − k̄) + b with b = G⁻¹ (1/T') [Σ_j p_j k_j (k_jᵀ u) − k̄ (k̄ᵀ u)], u = G (q − k̄) (paper 000, eqs. 29-31).
 
-    The per-head core of MHA2nd1st, shared by the catalog operator and :class:`energylab.modules.MHA2nd1st`.
+    The per-head core of MHA2nd1st, shared by the catalog operator and :class:`energylab.layers.MHA2nd1st`.
     q: (..., M, d_h) queries, k: (..., N, d_h) keys, weights: (..., M, N) rows on the simplex, G: (..., d_h, d_h)
     symmetric positive definite (None = I), T2 > 0 broadcastable to (..., M, 1). The solve uses G + ridge·I;
     the paper does not say whether G is stabilised, a small ridge is our choice (0 gives the exact formula).

@@ -48,9 +48,9 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from energylab._checks import check_count, check_dim, check_positive, check_same_dtype, check_tensor
+from energylab._checks import check_count, check_positive, check_tensor
 from energylab.catalog import AttentionForm, Equation, register
-from energylab.forms._common import NO_KEYS, randn
+from energylab.forms._common import NO_KEYS, check_hopfield, randn
 
 # the chapter that derives this family's forms
 CHAPTER = "12_sparse_hopfield"
@@ -246,25 +246,16 @@ def margin(kind: str, alpha=None) -> float:
 
 
 # ----------------------------------------------------------------------------- the energy and its operator
-def _check_hopfield(xi, X, beta):
-    check_tensor("xi", xi)
-    check_tensor("X", X, ndim=2)
-    check_count("X", X, 0, what="pattern", why=NO_KEYS)
-    check_dim("X", X.shape[-1], xi.shape[-1])
-    check_same_dtype(("xi", xi), ("X", X))
-    return check_positive("beta", beta)
-
-
 def fy_hopfield_energy(xi: torch.Tensor, X: torch.Tensor, beta, kind: str = "sparsemax", alpha=None) -> torch.Tensor:
     """E(ξ) = −β⁻¹ Ω*(β X ξ) + ½ ξᵀξ (Santos et al. 2024, without the constant). xi (..., d), X (N, d) -> (...)."""
-    beta = _check_hopfield(xi, X, beta)
+    beta = check_hopfield(xi, X, beta)
     theta = beta * torch.einsum("...a,ia->...i", xi, X)
     return -conjugate(theta, kind, alpha) / beta + 0.5 * xi.pow(2).sum(-1)
 
 
 def fy_hopfield_update(xi: torch.Tensor, X: torch.Tensor, beta, kind: str = "sparsemax", alpha=None) -> torch.Tensor:
     """−∇E(ξ) = Xᵀ ŷ_Ω(β X ξ) − ξ, so ξ + update is the CCCP / retrieval step. xi (..., d), X (N, d) -> (..., d)."""
-    beta = _check_hopfield(xi, X, beta)
+    beta = check_hopfield(xi, X, beta)
     p = regulariser(kind, alpha).prediction(beta * torch.einsum("...a,ia->...i", xi, X))
     return torch.einsum("...i,ia->...a", p, X) - xi
 

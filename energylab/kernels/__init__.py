@@ -43,7 +43,7 @@ _switched_on = True
 
 
 def enabled() -> bool:
-    """Whether the layers of :mod:`energylab.modules` and :mod:`energylab.models` take their fast paths now: the
+    """Whether the layers of :mod:`energylab.layers` and :mod:`energylab.models` take their fast paths now: the
     switch is on (see :func:`reference_paths`) and no torch.func transform (the vmapped seed ensemble) or
     torch.compile trace is running, where a custom ``autograd.Function`` cannot go and the layers' reference
     ops are what gets transformed. The sphere flows take theirs only when asked, by ``FlowConfig(fused=True)``."""
@@ -132,7 +132,7 @@ FAST_PATHS: dict[str, FastPath] = {
                                 tolerance={_F32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}),
     "sdpa-softmax": FastPath("F.scaled_dot_product_attention (MultiHeadAttention, TransformerBlock, flows.velocity)",
                              "softmax(q kᵀ scale) v", grad="autograd"),
-    "ensemble-compiled": FastPath("energylab.ensemble (torch.compile of the vmapped forward)",
+    "ensemble-compiled": FastPath("energylab.engine.ensemble (torch.compile of the vmapped forward)",
                                   "the same vmapped forward, eager", grad="autograd", devices=("cpu", "cuda")),
 }
 

@@ -1,6 +1,6 @@
 """Tiled attention kernels with a hand-written backward that recomputes the scores (issue 19).
 
-The layers of :mod:`energylab.modules` whose weights are not a softmax of q·k (expressive, bi-softmax, sigmoid,
+The layers of :mod:`energylab.layers` whose weights are not a softmax of q·k (expressive, bi-softmax, sigmoid,
 Newton) cannot use ``F.scaled_dot_product_attention``. These kernels do what a fused attention kernel does, with
 PyTorch ops: they loop over tiles (a few (batch·head) slices × a few query rows × all keys), sized so that one
 score tile stays in a core's L2 cache, and they save only O(B·H·N·d_h) tensors for the backward pass, which

@@ -1,4 +1,4 @@
-"""Full models built from energylab.modules: one module per model family; :func:`count_parameters` for all.
+"""Full models built from energylab.layers: one module per model family; :func:`count_parameters` for all.
 
 ``energylab.models.HyperSET`` (the Hyper-SET image classifier of :mod:`energylab.models.hyperset`) is imported on
 first use, so that importing this package imports no model family."""

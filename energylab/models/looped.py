@@ -6,14 +6,13 @@
                                                every iteration for layers that use it (``inject=False``: None)
     logits = W_out RMSNorm(x_T)                (B, N, n): one class per digit 1..n
 
-The layer is chosen by name from :data:`LAYERS` (``register_layer`` adds one: later chapters add ItrSA, an
-AKOrN-style Kuramoto layer and Hyper-SET). A layer is an ``nn.Module`` built as ``builder(dim, heads,
-ffn_mult)`` whose ``forward(x, c)`` maps (B, N, d) states (and the (B, N, d) input or None) to the next state;
+The layer is chosen by name from the registry of :mod:`energylab.layers` (``register_layer`` adds one: later
+chapters add ItrSA, an AKOrN-style Kuramoto layer and Hyper-SET). A layer is an ``nn.Module`` built as ``builder(dim,
+heads, ffn_mult)`` whose ``forward(x, c)`` maps (B, N, d) states (and the (B, N, d) input or None) to the next state;
 it may define ``energy(x, c) -> (B,)`` for the energy hooks. A layer whose update depends on the iteration
 (Hyper-SET's step sizes α_t, γ_t; a depth-wise adapter) sets ``takes_step = True`` and is called as
-``layer(x, c, t=t, x0=x_0)`` with t = 1..T and x_0 the embedded board. A name whose family (the part before the
-first "-") is in :data:`LAYER_MODULES` imports that module on first use, which registers it, and listing the
-names imports them all: the registry is complete in a fresh interpreter, whatever was imported before.
+``layer(x, c, t=t, x0=x_0)`` with t = 1..T and x_0 the embedded board. Importing :mod:`energylab.layers` imports
+every family, so the registry is complete in a fresh interpreter, whatever was imported before.
 
 Per-iteration hooks, without side effects (forward stores nothing on the module):
 
@@ -25,7 +24,6 @@ Per-iteration hooks, without side effects (forward stores nothing on the module)
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -33,105 +31,7 @@ import torch
 from torch import nn
 
 from energylab._checks import check_bool, check_instance, check_int, value_checks_off
-from energylab.models.block import MLP, PreNormBlock
-from energylab.modules import MultiHeadAttention
-
-# family (the part of a name before the first "-") -> the module whose import registers that family's layers
-LAYER_MODULES = {"hyperset": "energylab.models.hyperset", "itrsa": "energylab.models.recurrent",
-                 "akorn": "energylab.models.recurrent", "form": "energylab.models.derived",
-                 "derived": "energylab.models.derived"}
-
-
-class _Registry(dict):
-    """name -> builder(dim, heads, ffn_mult), complete whatever was imported before: a lookup of a name whose
-    family is in :data:`LAYER_MODULES` imports that module first, and listing the names (iteration, ``len``,
-    ``keys``) imports every one of them. So a fresh interpreter sees every layer the book documents."""
-
-    def _load(self, name) -> None:
-        family = name.split("-")[0] if isinstance(name, str) else None
-        if family in LAYER_MODULES and not dict.__contains__(self, name):
-            importlib.import_module(LAYER_MODULES[family])
-
-    def _load_all(self) -> None:
-        for module in dict.fromkeys(LAYER_MODULES.values()):
-            importlib.import_module(module)
-
-    def __contains__(self, name) -> bool:
-        self._load(name)
-        return dict.__contains__(self, name)
-
-    def __getitem__(self, name):
-        self._load(name)
-        return dict.__getitem__(self, name)
-
-    def get(self, name, default=None):
-        return self[name] if name in self else default
-
-    def __iter__(self):
-        self._load_all()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self._load_all()
-        return dict.__len__(self)
-
-    def keys(self):
-        self._load_all()
-        return dict.keys(self)
-
-    def items(self):
-        self._load_all()
-        return dict.items(self)
-
-    def values(self):
-        self._load_all()
-        return dict.values(self)
-
-
-LAYERS: dict[str, Callable[[int, int, int], nn.Module]] = _Registry()  # name -> builder(dim, heads, ffn_mult)
-
-
-def layer_names() -> list[str]:
-    """Every registered layer name, sorted (importing every family's module first)."""
-    return sorted(LAYERS)
-
-
-def layer_builder(name: str) -> Callable[[int, int, int], nn.Module]:
-    """The builder registered as ``name``, importing its family's module first if needed; a ValueError listing
-    every valid name if there is none."""
-    if not isinstance(name, str) or name not in LAYERS:
-        raise ValueError(f"unknown layer {name!r}; registered layers: {', '.join(layer_names())}")
-    return LAYERS[name]
-
-
-def register_layer(name: str, builder: Callable[[int, int, int], nn.Module]) -> None:
-    """Make ``builder(dim, heads, ffn_mult) -> nn.Module`` available as ``LoopedConfig(layer=name)``."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"layer name must be a non-empty string, got {name!r}")
-    dict.__setitem__(LAYERS, name, builder)
-
-
-class TransformerBlock(PreNormBlock):
-    """The looped Transformer's layer: the pre-norm block (:class:`~energylab.models.block.PreNormBlock`) with
-    softmax multi-head attention over all pairs (a board has no order) and the GELU MLP, no biases or dropout,
-    the input injected first:
-
-        h = x + c;  h = h + MSA(RMSNorm(h));  x' = h + FFN(RMSNorm(h)),   FFN = W_2 GELU(W_1 ·)
-
-    (c = None: h = x). Shapes: x, c (B, N, d) -> (B, N, d); heads H with d_h = d / H. The same block as the
-    ``form-mha`` layer, with the attention weights as a hook.
-    """
-
-    def __init__(self, dim: int, heads: int, ffn_mult: int = 4):
-        super().__init__(MultiHeadAttention(dim, heads, causal=False), MLP(dim, ffn_mult), dim)
-
-    def attention_weights(self, h: torch.Tensor) -> torch.Tensor:
-        """The softmax weights softmax(q kᵀ/√d_h) that :meth:`forward` applies to the tokens h = x + c (before
-        RMSNorm): (B, N, d) -> (B, H, N_query, N_key), rows summing to one."""
-        return self.attention.weights(self.norm1(h))
-
-
-register_layer("transformer", TransformerBlock)
+from energylab.layers import layer_builder  # the package: importing it registers every layer family
 
 
 @dataclass
@@ -140,7 +40,7 @@ class LoopedConfig:
     dim: int = 64  # width d
     heads: int = 4  # attention heads H (d_h = d / H)
     ffn_mult: int = 4  # feed-forward width as a multiple of d
-    layer: str = "transformer"  # name in LAYERS
+    layer: str = "transformer"  # a name in energylab.layers.LAYERS
     iterations: int = 8  # T used when forward is called without ``iterations`` (the training T)
     inject: bool = True  # pass c to the layer at every iteration (False: c = None, x_0 = c only)
 

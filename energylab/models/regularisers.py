@@ -12,7 +12,7 @@ All take a layer (an ``nn.Module``) and return a differentiable scalar to add to
   :mod:`energylab.forms.recurrent`): per head, R = Σ_h ‖A_h − A_hᵀ‖²_F + ‖V_h − A_h‖²_F with A_h = W_Q,h W_K,hᵀ:
   zero exactly when every head is a generalised symmetric SA head (A_h symmetric, value = A_h).
 
-The e-* regularisers need a layer with an ``msa`` attribute (:class:`~energylab.models.recurrent.MSA`: ItrSA,
+The e-* regularisers need a layer with an ``msa`` attribute (:class:`~energylab.layers.recurrent.MSA`: ItrSA,
 the Kuramoto layer); ``spectral`` works on any module.
 """
 from __future__ import annotations

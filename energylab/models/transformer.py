@@ -1,13 +1,13 @@
 """A compact pre-LN decoder-only Transformer with pluggable attention (Vaswani et al. 2017; paper 000, Sec. 5).
 
     x⁰ = Embed(tokens) + PE                                      sinusoidal absolute positions, then dropout
-    (each layer is the one pre-norm block, :class:`energylab.models.block.PreNormBlock`, with LayerNorm)
-    x^{l+½} = x^l + Dropout(Attn(LN(x^l)))                        Attn: any layer of energylab.modules
+    (each layer is the one pre-norm block, :class:`energylab.layers.block.PreNormBlock`, with LayerNorm)
+    x^{l+½} = x^l + Dropout(Attn(LN(x^l)))                        Attn: any layer of energylab.layers
     x^{l+1} = x^{l+½} + Dropout(FFN(LN(x^{l+½})))                 skipped in the "-only" variants
     logits = LN(x^L) Eᵀ                                          E tied to the embedding or a separate matrix
 
 ``attention`` is a callable ``(dim, heads) -> nn.Module`` mapping (B, N, d) -> (B, N, d) without the residual, e.g.
-:class:`energylab.modules.MultiHeadAttention` or :class:`energylab.modules.MHA2nd1st` (both causal by default).
+:class:`energylab.layers.MultiHeadAttention` or :class:`energylab.layers.MHA2nd1st` (both causal by default).
 Every submodule keeps PyTorch's default initialisation (the attention layers' own, e.g. MHA2nd1st's temperatures
 T_h = T'_h = d_h). Shapes: B batch, N tokens, d = dim, V vocabulary.
 """
@@ -20,9 +20,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from energylab.layers import MultiHeadAttention, PreNormBlock
 from energylab.models import count_parameters
-from energylab.models.block import PreNormBlock
-from energylab.modules import MultiHeadAttention
 
 AttentionFactory = Callable[[int, int], nn.Module]
 

@@ -109,7 +109,7 @@ def load(name: str, device: str | torch.device = "cpu") -> LoopedModel:
 
     The weights file is verified against the record's sha256 first; a missing, damaged or git-lfs pointer file
     raises FileNotFoundError or ValueError naming the model, and so does a device torch cannot place it on."""
-    from energylab.train import check_device
+    from energylab.engine.train import check_device
 
     record = info(name)
     try:  # before any work: torch's own error would come from deep inside .to()

@@ -44,7 +44,7 @@ import torch
 from torch.utils.data import Dataset
 
 from energylab._checks import check_bool, check_int
-from energylab.runs import atomic_write
+from energylab.engine.runs import atomic_write
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS, generate
 from energylab.tasks.sudoku_solver import MIN_GIVENS, SHAPES, as_board, check_pairs, count_solutions, solve
 
@@ -202,7 +202,7 @@ def _load_verified(path: Path, key: str, n: int) -> tuple[np.ndarray, np.ndarray
 
 
 def _save_atomic(path: Path, puzzles: np.ndarray, solutions: np.ndarray, key: str) -> None:
-    """Write next to ``path`` then rename (:func:`energylab.results.atomic_write`), so a crash never leaves a
+    """Write next to ``path`` then rename (:func:`energylab.engine.results.atomic_write`), so a crash never leaves a
     half-written cache file; the file gets the mode the umask gives (a shared cache stays readable to others)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = json.dumps({"key": key, "checksum": _checksum(puzzles, solutions)})

@@ -17,7 +17,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from energylab.results import Results, write_json  # noqa: E402
+from energylab.engine.results import Results, write_json  # noqa: E402
 
 CALLS = {1: {"commit": "9d9336efefbaa45516582c208a406c8303a37a4d", "script": "scripts/gpu/lease.sh"},
          2: {"commit": "a3bb3afaccd35f61f7d0481feac837880b223f76", "script": "scripts/gpu/lease2.sh"}}

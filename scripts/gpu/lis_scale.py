@@ -30,9 +30,9 @@ def timing(config, variant, data) -> tuple[float, float]:
     """(seconds per training step of the variant's ensemble, seconds per evaluation of all its members)."""
     import torch
 
-    from energylab.ensemble import train_ensemble
+    from energylab.engine.ensemble import train_ensemble
+    from energylab.engine.train import TrainConfig
     from energylab.experiments import lis as exp
-    from energylab.train import TrainConfig
 
     length, dim = config.lengths[0], config.dims[0]
     batches = exp.EpochBatches(data.train, config.batch_size)

@@ -34,6 +34,7 @@ def test_update_inserts_replaces_and_is_idempotent():
     new = cc.update(nb, "05_expressive_attention.ipynb")
     assert [c["metadata"].get("tags") for c in new["cells"]] == [None, [cc.BOX_TAG], [cc.INSTALL_TAG], ["parameters"]]
     box = "".join(new["cells"][1]["source"])
+    assert [c.get("id") for c in new["cells"][1:3]] == [cc.BOX_TAG, cc.INSTALL_TAG]  # new cells get ids (nbformat 4.5)
     assert "| `nt` | quick |" in box and "python -m energylab run nt --profile full --device cuda" in box
     assert cc.update(new, "05_expressive_attention.ipynb") == new and len(nb["cells"]) == 2
     stale = json.loads(json.dumps(new))

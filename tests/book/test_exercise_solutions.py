@@ -18,6 +18,8 @@ import re
 
 import pytest
 
+pytestmark = pytest.mark.slow  # pytest.ini: `-m "not slow"` skips it in a quick check
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 BOOK_PAGES = sorted((ROOT / "book").glob("*.md"))

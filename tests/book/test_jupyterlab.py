@@ -15,6 +15,7 @@ and after the move) are left in the test's temporary directory (printed with -s)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -37,7 +38,7 @@ RAW_MYST = (":label:", "{cite}", "{cite:", "{eq}", "{math}", "{prf:", "{exercise
             "{ref}", "$$")
 TOKEN = "energylab-test"
 
-pytestmark = [pytest.mark.jupyterlab,
+pytestmark = [pytest.mark.jupyterlab, pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (Debian: apt-get install chromium)")]
 
 
@@ -138,20 +139,19 @@ def lab(tmp_path_factory):
         log.close()
 
 
-def test_chapter_renders_runs_and_its_slider_redraws(lab):
+@contextlib.contextmanager
+def _browser_page(shots: pathlib.Path, work: pathlib.Path):
+    """A Chromium page at a laptop width for one test; on a failure, a screenshot, the notebook's prompts, the
+    status bar and the server log's tail are saved or printed before the error goes on."""
     from playwright.sync_api import sync_playwright
 
-    base, work, expect = lab["base"], lab["work"], _expected(lab["nb"])
-    shots = work / "shots"
-    shots.mkdir()
-    print(f"\nscreenshots in {shots}")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"],
                                     timeout=60_000)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
         page.set_default_timeout(60_000)
         try:
-            _run_and_check(page, base, expect, shots)
+            yield page
         except Exception:
             page.screenshot(path=str(shots / "failure.png"))
             print("prompts:", page.locator(".jp-Notebook .jp-CodeCell .jp-InputPrompt").all_inner_texts())
@@ -160,6 +160,15 @@ def test_chapter_renders_runs_and_its_slider_redraws(lab):
             raise
         finally:
             browser.close()
+
+
+def test_chapter_renders_runs_and_its_slider_redraws(lab):
+    base, work, expect = lab["base"], lab["work"], _expected(lab["nb"])
+    shots = work / "shots"
+    shots.mkdir()
+    print(f"\nscreenshots in {shots}")
+    with _browser_page(shots, work) as page:
+        _run_and_check(page, base, expect, shots)
 
 
 def _run_and_check(page, base: str, expect: dict, shots: pathlib.Path) -> None:
@@ -282,15 +291,13 @@ def _run_and_check(page, base: str, expect: dict, shots: pathlib.Path) -> None:
     assert len(bars_after) == len(bars_before) and bars_after != bars_before
 
 
-PROSE_CHAPTER = "11_atlas.ipynb"  # its prose quotes computed numbers ({eval}`N.<name>`, energylab.prose)
+PROSE_CHAPTER = "11_atlas.ipynb"  # its prose quotes computed numbers ({eval}`N.<name>`, energylab.notebook.prose)
 
 
 def test_prose_numbers_show_before_and_after_a_run(lab):
     """The numbers the text quotes show in JupyterLab as they show on the website: from the values stored in the
     markdown cells when the chapter is opened (no cell run yet), and from the reader's own kernel after Run All."""
-    from playwright.sync_api import sync_playwright
-
-    from energylab import prose
+    from energylab.notebook import prose
 
     base, work = lab["base"], lab["work"]
     nb = json.loads((ROOT / "notebooks" / PROSE_CHAPTER).read_text())
@@ -300,49 +307,42 @@ def test_prose_numbers_show_before_and_after_a_run(lab):
               for c in nb["cells"] for item in c["metadata"].get("user_expressions", [])}
     assert len(stored) >= 10
     table = prose.table_of(nb)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-dev-shm-usage"],
-                                    timeout=60_000)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.set_default_timeout(60_000)
-        try:
-            # reset: a fresh workspace, with only this notebook open (the other test left chapter 1 open, and its
-            # cells would count too)
-            page.goto(f"{base}/lab/tree/{PROSE_CHAPTER}?token={TOKEN}&reset", timeout=90_000)
-            page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-Cell').length === n",
-                                   arg=len(nb["cells"]), timeout=90_000)
-            # markdown cells render after the cells arrive (slowly on a loaded machine)
-            page.wait_for_function("() => [...document.querySelectorAll('.jp-MarkdownCell .myst')]"
-                                   ".some(e => e.textContent.includes('instances the paper'))", timeout=90_000)
+    with _browser_page(work, work) as page:
+        # reset: a fresh workspace, with only this notebook open (the other test left chapter 1 open, and its
+        # cells would count too)
+        page.goto(f"{base}/lab/tree/{PROSE_CHAPTER}?token={TOKEN}&reset", timeout=90_000)
+        page.wait_for_function("n => document.querySelectorAll('.jp-Notebook .jp-Cell').length === n",
+                               arg=len(nb["cells"]), timeout=90_000)
+        # markdown cells render after the cells arrive (slowly on a loaded machine)
+        page.wait_for_function("() => [...document.querySelectorAll('.jp-MarkdownCell .myst')]"
+                               ".some(e => e.textContent.includes('instances the paper'))", timeout=90_000)
 
-            def rendered() -> str:
-                return "\n".join(page.locator(".jp-Notebook .jp-MarkdownCell .myst").all_inner_texts())
+        def rendered() -> str:
+            return "\n".join(page.locator(".jp-Notebook .jp-MarkdownCell .myst").all_inner_texts())
 
-            shown = rendered()
-            page.screenshot(path=str(work / "prose-opened.png"))
-            assert not re.search(r"\bN\.\w", shown), "a role shown as its source"
-            cell = next(c for c in nb["cells"] if "N.gap_median" in "".join(c["source"]))
-            sentence = " ".join("".join(cell["source"]).split())
-            for expr, text in stored.items():  # the sentence as the reader reads it, values in place
-                sentence = sentence.replace(f"{{eval}}`{expr}`", text)
-            flat = " ".join(shown.split()).replace("’", "'")
-            near = flat[flat.find("instances the paper") - 60:flat.find("instances the paper") + 200]
-            assert sentence in flat, f"not rendered with its values: {sentence!r}; shown: {near!r}"
-            deadline = time.time() + 90  # this notebook's kernel connected and idle (chapter 1's may still exist)
-            while not any(k["execution_state"] == "idle" and k["connections"] > 0
-                          for k in _api(f"{base}/api/kernels?token={TOKEN}")):
-                assert time.time() < deadline, "no connected idle kernel after 90 s"
-                time.sleep(0.5)
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            page.wait_for_function(
-                """() => { const p = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
-                           return p.length > 0 && p.every(e => /^\\[\\d+\\]/.test(e.textContent.trim())); }""",
-                timeout=150_000)
-            page.wait_for_timeout(2000)
-            after = " ".join(rendered().split()).replace("’", "'")
-            page.screenshot(path=str(work / "prose-after-run.png"))
-            assert sentence in after, "Run All changed a quoted number (or left a role unevaluated)"
-            assert not re.search(r"\bN\.\w", after) and table["gap_median"] in after
-        finally:
-            browser.close()
+        shown = rendered()
+        page.screenshot(path=str(work / "prose-opened.png"))
+        assert not re.search(r"\bN\.\w", shown), "a role shown as its source"
+        cell = next(c for c in nb["cells"] if "N.gap_median" in "".join(c["source"]))
+        sentence = " ".join("".join(cell["source"]).split())
+        for expr, text in stored.items():  # the sentence as the reader reads it, values in place
+            sentence = sentence.replace(f"{{eval}}`{expr}`", text)
+        flat = " ".join(shown.split()).replace("’", "'")
+        near = flat[flat.find("instances the paper") - 60:flat.find("instances the paper") + 200]
+        assert sentence in flat, f"not rendered with its values: {sentence!r}; shown: {near!r}"
+        deadline = time.time() + 90  # this notebook's kernel connected and idle (chapter 1's may still exist)
+        while not any(k["execution_state"] == "idle" and k["connections"] > 0
+                      for k in _api(f"{base}/api/kernels?token={TOKEN}")):
+            assert time.time() < deadline, "no connected idle kernel after 90 s"
+            time.sleep(0.5)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        page.wait_for_function(
+            """() => { const p = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
+                       return p.length > 0 && p.every(e => /^\\[\\d+\\]/.test(e.textContent.trim())); }""",
+            timeout=150_000)
+        page.wait_for_timeout(2000)
+        after = " ".join(rendered().split()).replace("’", "'")
+        page.screenshot(path=str(work / "prose-after-run.png"))
+        assert sentence in after, "Run All changed a quoted number (or left a role unevaluated)"
+        assert not re.search(r"\bN\.\w", after) and table["gap_median"] in after

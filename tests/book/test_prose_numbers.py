@@ -1,6 +1,6 @@
 """Every number in the prose is computed or cited (issue 48): the chapters' ``{eval}`N.<name>``` roles hold the values
 their last execution computed, each name is computed above the text that quotes it, and no other number is typed
-into the text (energylab.prose_check lists what needs neither)."""
+into the text (energylab.notebook.prose_check lists what needs neither)."""
 import copy
 import json
 import pathlib
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from energylab import prose
-from energylab.prose_check import prose_cells, typed_numbers
+from energylab.notebook import prose
+from energylab.notebook.prose_check import prose_cells, typed_numbers
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from energylab import prose
+from energylab.notebook import prose
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("add_cell_ids", ROOT / "scripts" / "add_cell_ids.py")

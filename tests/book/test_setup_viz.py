@@ -25,7 +25,7 @@ def test_torch_warning_about_its_own_scripting_is_silenced_for_that_import_only(
     import sys
     import warnings
 
-    from energylab import notebook as _setup  # setup_notebook's module
+    from energylab.notebook import setup as _setup  # setup_notebook's module
 
     # a stand-in for torch._decomp.decompositions_for_jvp under torch 2.14: it warns when imported
     (tmp_path / "warns_on_import.py").write_text(

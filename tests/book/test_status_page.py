@@ -3,8 +3,8 @@ import importlib.util
 import json
 import pathlib
 
-from energylab.committed import commit_results
-from energylab.results import Results
+from energylab.engine.committed import commit_results
+from energylab.engine.results import Results
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "status_page.py"
 spec = importlib.util.spec_from_file_location("status_page", SCRIPT)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from energylab.committed import committed_path, load_committed
+from energylab.engine.committed import committed_path, load_committed
 from energylab.experiments import attractor as ex
 from energylab.experiments import attractor_mechanism as mechanism
 

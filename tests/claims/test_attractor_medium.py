@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from energylab.committed import committed_path, load_committed
+from energylab.engine.committed import committed_path, load_committed
 from energylab.experiments import attractor
 
 

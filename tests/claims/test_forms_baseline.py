@@ -1,7 +1,7 @@
 """Chapter 10 (section 10.6): the committed forms run beside the Sudoku input-blind baseline. The baseline is recomputed
 from the boards; the count of forms below it on cells is what the chapter states."""
 from energylab.baselines import sudoku_baseline
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import sudoku
 
 

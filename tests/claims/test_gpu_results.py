@@ -1,6 +1,6 @@
 """What the book says about its runs on a GPU (book/how_to_run.md, "What ran on a GPU"), read from the committed
 device results (scripts/gpu/commit_results.py; two calls on one H200, 2026-11-27)."""
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 
 
 def _items():

@@ -104,7 +104,7 @@ def test_measures_and_thresholds():
 
 def test_attention_weights_are_what_the_block_applies():
     torch.manual_seed(0)
-    from energylab.models.looped import TransformerBlock
+    from energylab.layers.block import TransformerBlock
 
     block = TransformerBlock(16, 4)
     h = torch.randn(3, 9, 16)

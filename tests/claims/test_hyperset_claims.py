@@ -15,8 +15,9 @@ import pytest
 import torch
 
 from energylab.experiments import hyperset as ex
+from energylab.layers.hyperset import HyperSETLayer
 from energylab.models import count_parameters
-from energylab.models.hyperset import HyperSET, HyperSETLayer
+from energylab.models.hyperset import HyperSET
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import hyperset
 
 

@@ -1,7 +1,7 @@
 """Chapter 4, section 4.8: every claim about results/lis/long.json, through the function the chapter calls."""
 import pytest
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import lis, lis_claims
 
 
@@ -50,7 +50,7 @@ def test_what_the_long_run_can_and_cannot_tell_about_speed():
     means favour MHA2nd1st-only by 0.02-0.03 at steps 2,400 and 3,200."""
     import statistics
 
-    from energylab.committed import load_committed
+    from energylab.engine.committed import load_committed
 
     results, _ = load_committed("lis", "long")
 

@@ -4,7 +4,7 @@ import math
 import pytest
 from scipy import stats
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import lis
 from energylab.tasks import lis as task
 

@@ -2,7 +2,7 @@
 the functions the chapter calls, and the numbers its prose quotes."""
 import pytest
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import nt, nt_claims
 
 

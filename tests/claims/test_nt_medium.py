@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import nt
 
 

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from energylab.committed import committed_path, load_committed
+from energylab.engine.committed import committed_path, load_committed
+from energylab.engine.verdicts import scaling
 from energylab.experiments import recurrent
-from energylab.verdicts import scaling
 
 
 @pytest.fixture(scope="module")

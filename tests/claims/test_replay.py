@@ -12,11 +12,13 @@ import torch
 
 from energylab._setup import seed_everything
 from energylab.baselines import constant_accuracy
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
+from energylab.engine.train import evaluate
 from energylab.experiments import attractor, lis, nt
 from energylab.tasks import lis as lis_tasks
 from energylab.tasks import nt as nt_tasks
-from energylab.train import evaluate
+
+pytestmark = pytest.mark.slow  # pytest.ini: `-m "not slow"` skips it in a quick check
 
 
 def _close(replayed, committed, atol):

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import sudoku, sudoku_claims
 
 
@@ -145,12 +145,12 @@ def _markdown(chapter: str) -> str:
 
 
 def test_chapter_8_states_the_quick_profile_and_the_medium_run_time_as_they_are():
-    """The text quotes them as computed numbers (energylab.prose): the roles are in place and the chapter's printed
-    table holds the profile's and the provenance's values."""
+    """The text quotes them as computed numbers (energylab.notebook.prose): the roles are in place and the chapter's
+    printed table holds the profile's and the provenance's values."""
     import json
     import pathlib
 
-    from energylab import prose
+    from energylab.notebook import prose
 
     quick = sudoku.PROFILES["quick"]
     steps = quick.epochs * (quick.n_train // quick.batch_size)

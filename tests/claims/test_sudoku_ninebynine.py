@@ -2,7 +2,7 @@
 results/sudoku/medium-cpu-9x9.json, through the chapter's own functions (energylab.experiments.sudoku_claims)."""
 import pytest
 
-from energylab.committed import load_committed
+from energylab.engine.committed import load_committed
 from energylab.experiments import sudoku, sudoku_claims
 
 

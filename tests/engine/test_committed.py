@@ -1,13 +1,14 @@
-"""Committed results (energylab.committed): provenance written and read back, the CLI's --commit, and every file
+"""Committed results (energylab.engine.committed): provenance written and read back, the CLI's --commit, and every file
 under results/<experiment>/ being a loadable Results of its folder's experiment with machine, date and commit."""
 import glob
 import os
 
 import pytest
 
-from energylab import committed, experiments
+from energylab import experiments
 from energylab.__main__ import main
-from energylab.results import Results
+from energylab.engine import committed
+from energylab.engine.results import Results
 
 
 def _results(experiment="toy"):

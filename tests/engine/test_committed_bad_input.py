@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from energylab import committed as C
-from energylab.results import Results
+from energylab.engine import committed as C
+from energylab.engine.results import Results
 
 
 def _results():

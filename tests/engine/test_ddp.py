@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from energylab.train import TrainConfig, init_distributed, train
+from energylab.engine.train import TrainConfig, init_distributed, train
 
 D_IN, HID, D_OUT, B = 5, 13, 3, 14  # global batch B is split into 2 x 7
 
@@ -73,7 +73,7 @@ def test_ddp_two_processes_match_single_process(tmp_path):
 
 
 def test_global_batch_must_split_evenly():
-    from energylab.batches import shard as _shard
+    from energylab.engine.batches import shard as _shard
 
     with pytest.raises(ValueError, match="not divisible by the world size 3"):
         _shard(torch.zeros(14, 2), 0, 3)

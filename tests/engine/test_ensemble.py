@@ -3,8 +3,8 @@ import pytest
 import torch
 from torch import nn
 
-from energylab.ensemble import curve_stack, train_ensemble
-from energylab.train import TrainConfig, TrainingDiverged, train
+from energylab.engine.ensemble import curve_stack, train_ensemble
+from energylab.engine.train import TrainConfig, TrainingDiverged, train
 
 D_IN, HID, D_OUT, B = 5, 11, 3, 7  # distinct primes
 SEEDS = [0, 3, 4]

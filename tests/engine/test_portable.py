@@ -173,10 +173,10 @@ def _training_calls():
     clipping, the vmapped ensemble with per-member clipping, the attractor net's norm fix, a looped Sudoku model."""
     import torch
 
-    from energylab.ensemble import train_ensemble
+    from energylab.engine.ensemble import train_ensemble
+    from energylab.engine.train import TrainConfig, train
     from energylab.experiments import sudoku
     from energylab.models.attractor import AttractorConfig, BareSelfAttention
-    from energylab.train import TrainConfig, train
 
     def make(seed=0):
         torch.manual_seed(seed)

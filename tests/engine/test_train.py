@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from energylab.runs import atomic_write, write_json
-from energylab.train import CHECKPOINT, History, Results, TrainConfig, TrainingDiverged, lr_multiplier, train
+from energylab.engine.runs import atomic_write, write_json
+from energylab.engine.train import CHECKPOINT, History, Results, TrainConfig, TrainingDiverged, lr_multiplier, train
 
 D_IN, D_OUT, N_DATA, B = 7, 3, 53, 11  # distinct primes
 
@@ -328,8 +328,8 @@ def _masked_nan_case():
 def test_a_nan_gradient_behind_a_finite_loss_stops_before_the_checkpoint_is_overwritten(tmp_path):
     import torch
 
-    from energylab.runs import CHECKPOINT
-    from energylab.train import TrainConfig, TrainingDiverged, train
+    from energylab.engine.runs import CHECKPOINT
+    from energylab.engine.train import TrainConfig, TrainingDiverged, train
 
     model, loss_fn, batches = _masked_nan_case()
     loss, _ = loss_fn(model, batches(3))
@@ -347,9 +347,9 @@ def test_a_nan_gradient_behind_a_finite_loss_stops_before_the_checkpoint_is_over
 def test_the_ensemble_stops_on_a_nan_gradient_too(tmp_path):
     import torch
 
-    from energylab.ensemble import train_ensemble
-    from energylab.runs import CHECKPOINT
-    from energylab.train import TrainConfig, TrainingDiverged
+    from energylab.engine.ensemble import train_ensemble
+    from energylab.engine.runs import CHECKPOINT
+    from energylab.engine.train import TrainConfig, TrainingDiverged
 
     _, loss_fn, batches = _masked_nan_case()
     cfg = TrainConfig(steps=6, lr=0.1, checkpoint_every=1, progress=False, device="cpu")

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from energylab.runs import CHECKPOINT, state_checksum
-from energylab.train import TrainConfig, check_config, train
+from energylab.engine.runs import CHECKPOINT, state_checksum
+from energylab.engine.train import TrainConfig, check_config, train
 
 
 def _fit(**fields):

@@ -1,10 +1,10 @@
-"""The weights' moving average of the training engine (TrainConfig.ema, energylab.train.WeightAverage)."""
+"""The weights' moving average of the training engine (TrainConfig.ema, energylab.engine.train.WeightAverage)."""
 import pytest
 import torch
 from torch import nn
 
-from energylab.ensemble import train_ensemble
-from energylab.train import TrainConfig, train
+from energylab.engine.ensemble import train_ensemble
+from energylab.engine.train import TrainConfig, train
 
 
 def problem():

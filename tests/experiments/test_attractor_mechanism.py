@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 import torch
 
+from energylab.engine.runs import config_record
 from energylab.experiments import attractor as ex
 from energylab.experiments import attractor_mechanism as mechanism
 from energylab.models import attractor as at
-from energylab.runs import config_record
 from energylab.tasks import images as im
 
 CPU = torch.device("cpu")

@@ -10,9 +10,9 @@ import torch
 
 from energylab import experiments
 from energylab.__main__ import main
+from energylab.engine.runs import config_record
+from energylab.engine.train import History, Results, TrainConfig, train
 from energylab.experiments import nt
-from energylab.runs import config_record
-from energylab.train import History, Results, TrainConfig, train
 
 
 # --- a toy experiment following the pattern, registered for these tests only
@@ -286,8 +286,8 @@ def test_resume_commit_refuses_a_run_trained_under_other_numerics(toy, tmp_path,
     """An interrupted run made unpinned on 2 threads, resumed with --commit, was committed as pinned, 1 thread."""
     import json
 
-    from energylab import committed
-    from energylab.runs import process_numerics
+    from energylab.engine import committed
+    from energylab.engine.runs import process_numerics
 
     monkeypatch.setattr(committed, "ROOT", str(tmp_path / "results"))
     monkeypatch.setitem(INTERRUPT, "at", 5)

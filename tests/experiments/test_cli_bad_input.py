@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from energylab import __main__ as cli
-from energylab import committed as C
+from energylab.engine import committed as C
+from energylab.engine.results import Results
 from energylab.experiments import EXPERIMENTS
-from energylab.results import Results
 
 
 def _results():

@@ -1,4 +1,4 @@
-"""The derived energies and looped blocks (energylab.models.derived), the `forms` experiment and the derive bench."""
+"""The derived energies and looped blocks (energylab.layers.derived), the `forms` experiment and the derive bench."""
 import dataclasses
 
 import pytest
@@ -6,11 +6,11 @@ import torch
 
 from energylab.bench import SECTIONS
 from energylab.bench import derive as bench
-from energylab.energy_layer import derive
 from energylab.experiments import EXPERIMENTS, forms, get_config
+from energylab.layers import derived as D
+from energylab.layers.energy import derive
+from energylab.layers.registry import LAYERS
 from energylab.models import count_parameters
-from energylab.models import derived as D
-from energylab.models.looped import LAYERS
 
 
 @pytest.mark.parametrize("name", sorted(D.ENERGIES))
@@ -88,7 +88,7 @@ def test_committed_quick_run_that_the_atlas_shows():
     Atlas reads off its table: softmax MHA and expressive attention lead, the energy feedforwards next. Within each
     group the two are within one seed spread, so the chapter does not order them and neither does this test; the
     gap between the groups is larger than the spreads, so a rerun that swapped groups would fail."""
-    from energylab.committed import load_committed
+    from energylab.engine.committed import load_committed
 
     res, prov = load_committed("forms", "quick")
     summary = {r["layer"]: r for r in res.tables["summary"]}

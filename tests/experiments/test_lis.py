@@ -6,8 +6,8 @@ import torch
 
 from energylab.experiments import get_config
 from energylab.experiments import lis as experiment
+from energylab.layers import MHA2nd1st
 from energylab.models.transformer import Transformer, TransformerConfig
-from energylab.modules import MHA2nd1st
 from energylab.tasks import lis
 
 

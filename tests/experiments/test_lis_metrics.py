@@ -5,11 +5,11 @@ import collections
 import pytest
 import torch
 
+from energylab.engine.results import History
 from energylab.experiments import get_config
 from energylab.experiments import lis as experiment
+from energylab.layers import MultiHeadAttention
 from energylab.models.transformer import Transformer, TransformerConfig
-from energylab.modules import MultiHeadAttention
-from energylab.results import History
 from energylab.tasks import lis
 
 

@@ -6,7 +6,8 @@ import torch
 
 from energylab.experiments import EXPERIMENTS, get_config
 from energylab.experiments import sudoku as X
-from energylab.models.looped import LAYERS, LoopedConfig, LoopedModel, register_layer
+from energylab.layers.registry import LAYERS, register_layer
+from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.tasks import sudoku as S
 
 TINY = X.Config(n_train=512, n_test=64, dim=32, heads=2, iterations=4, test_iterations=(2, 4, 8), epochs=10,
@@ -88,13 +89,12 @@ def test_layers_that_take_the_step_get_t_and_x0():
         del LAYERS["counter-test"]
 
 
-def test_layer_families_import_lazily(monkeypatch):
-    import energylab.models.looped as looped
+def test_the_registry_names_every_family_and_refuses_unknown_names():
+    from energylab.layers import TransformerBlock, layer_builder
 
-    monkeypatch.setitem(looped.LAYER_MODULES, "fam", "energylab.models.nt")  # a real module that registers nothing
-    with pytest.raises(ValueError, match="unknown layer 'fam-x'"):
-        looped.layer_builder("fam-x")
-    assert looped.layer_builder("transformer") is looped.TransformerBlock
+    with pytest.raises(ValueError, match="unknown layer 'fam-x'; registered layers: akorn, "):
+        layer_builder("fam-x")
+    assert layer_builder("transformer") is TransformerBlock
 
 
 def test_registered_with_profiles():
@@ -159,7 +159,7 @@ def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
 
 def test_committed_medium_cpu_run_shows_test_time_scaling():
     """results/sudoku/medium-cpu.json (6x6, looped Transformer, trained at T = 8): the numbers the book quotes."""
-    from energylab.committed import load_committed
+    from energylab.engine.committed import load_committed
 
     res, prov = load_committed("sudoku", "medium-cpu")
     assert res.config["size"] == 6 and res.config["iterations"] == 8 and res.config["layer"] == "transformer"

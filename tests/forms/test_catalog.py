@@ -40,17 +40,17 @@ def test_every_form_is_named_in_the_chapter_that_derives_it(name):
 
 
 def test_layers_are_registered_on_their_forms():
-    from energylab import modules
+    from energylab import layers
 
     assert catalog.LAYERS and {layer.form for layer in catalog.LAYERS} <= set(catalog.FORMS)
     for layer in catalog.LAYERS:
         assert issubclass(layer.cls, torch.nn.Module) and layer.relation
         assert layer in catalog.FORMS[layer.form].layers
-        assert getattr(modules, layer.cls.__name__) is layer.cls
+        assert getattr(layers, layer.cls.__name__) is layer.cls
     with pytest.raises(ValueError, match="already registered"):
         catalog.register_layer(*catalog.LAYERS[0])
     with pytest.raises(ValueError, match="no form 'nope' is registered"):
-        catalog.register_layer(modules.MultiHeadAttention, "nope", "x")
+        catalog.register_layer(layers.MultiHeadAttention, "nope", "x")
 
 
 def test_a_form_without_its_chapter_is_refused():

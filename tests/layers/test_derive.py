@@ -8,10 +8,10 @@ from torch import nn
 
 import energylab
 from energylab import catalog
-from energylab.energy_layer import EnergyLayer, derive
 from energylab.forms import free_energy as fe
 from energylab.forms import newton as nf
-from energylab.models.derived import CauchyEnergy
+from energylab.layers.derived import CauchyEnergy
+from energylab.layers.energy import EnergyLayer, derive
 
 GRADIENT = [n for n, f in catalog.FORMS.items() if f.kind == "gradient"]
 NEWTON = [n for n, f in catalog.FORMS.items() if f.kind == "newton"]
@@ -65,7 +65,7 @@ def test_verify_detects_a_wrong_closed_form_and_restores_the_dtype():
 
 
 def cauchy_update(x, E):
-    """−∇E of energylab.models.derived.CauchyEnergy, derived again here in another form (pairwise differences, the
+    """−∇E of energylab.layers.derived.CauchyEnergy, derived again here in another form (pairwise differences, the
     library's closed form uses matrix products): with w_ij = (1+‖q_i−k_j‖²)^{-1}, S_i = Σ_j w_ij, a_ij = w_ij²/S_i,
     −∂E/∂q_i = −2 Σ_j a_ij (q_i − k_j) and −∂E/∂k_j = 2 Σ_i a_ij (q_i − k_j), mapped back by W_qᵀ and W_kᵀ."""
     q = torch.einsum("hca,bna->bhnc", E.Wq, x)
@@ -188,7 +188,7 @@ def test_bad_arguments_are_named():
 def test_energylab_derive_is_the_function_whichever_import_comes_first():
     layer = energylab.derive(lambda x: x.pow(2).sum())
     assert isinstance(layer, EnergyLayer) and energylab.derive is derive
-    for first in ("import energylab.energy_layer", "from energylab.energy_layer import EnergyLayer",
+    for first in ("import energylab.layers.energy", "from energylab.layers.energy import EnergyLayer",
                   "import energylab"):
         code = (f"{first}\nimport energylab, torch\nfrom energylab import derive\n"
                 "L = energylab.derive(lambda x: x.pow(2).sum(), step=0.25)\n"

@@ -3,7 +3,7 @@ raise; empty batches; 16-bit inputs. (The Jacobian tools': tests/test_jacobians_
 import pytest
 import torch
 
-from energylab import energy_layer as D
+from energylab.layers import energy as D
 
 F64 = torch.float64
 X = torch.randn(3, 4, dtype=F64, generator=torch.Generator().manual_seed(0))

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from energylab import modules as M
+from energylab import layers as M
 from energylab.forms import expressive as ea
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
 from energylab.kernels import attention as fa

@@ -41,8 +41,8 @@ for preset in ("identity", "random"):  # fused_way: "symmetric" (the C kernel), 
                    "said": [str(c.message) for c in caught if issubclass(c.category, kernels.FastPathWarning)]}
 if "ensemble" in sys.argv[2:]:
     from torch import nn
-    from energylab.ensemble import train_ensemble
-    from energylab.train import TrainConfig
+    from energylab.engine.ensemble import train_ensemble
+    from energylab.engine.train import TrainConfig
 
     def batches(step, seed):
         g = torch.Generator().manual_seed(100 * seed + step)
@@ -173,7 +173,7 @@ def test_flex_route_falls_back_to_the_tiled_kernel_once(monkeypatch):
     (the row's device list is widened to the CPU so that the route is taken here)."""
     import dataclasses
 
-    from energylab import modules as M
+    from energylab import layers as M
     from energylab.kernels import attention as fa
 
     torch.manual_seed(0)
@@ -197,7 +197,7 @@ def test_flex_route_falls_back_to_the_tiled_kernel_once(monkeypatch):
 
 # ----------------------------------------------------------------------------- float16 (issue 47)
 def _float16_layer(cls, seed=1, **kwargs):
-    from energylab import modules as M
+    from energylab import layers as M
 
     torch.manual_seed(seed)
     return getattr(M, cls)(64, 4, **kwargs)

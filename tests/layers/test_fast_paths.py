@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from energylab import catalog, ensemble, flows, kernels
+from energylab import catalog, flows, kernels
+from energylab.engine import ensemble
 from energylab.forms import expressive as ea
 from energylab.forms import hyperspherical as hs
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse

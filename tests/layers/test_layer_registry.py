@@ -3,9 +3,9 @@
 `python -m energylab run sudoku --set layer=NAME` and `experiments.sudoku.make_model` must accept every name the
 book documents whatever was imported before, and an unknown name's error must list every valid one. A fresh
 interpreter imports the CLI and the sudoku experiment only, then forks one child per (name, route): each child
-starts from the registry as a fresh process has it (only ``transformer`` registered) and checks one name through
-the CLI's argument checking (no training: ``--device`` names no device, so the run stops right after the config
-is checked) or through ``make_model``.
+checks one name through the CLI's argument checking (no training: ``--device`` names no device, so the run stops
+right after the config is checked) or through ``make_model``. Importing any part of :mod:`energylab.layers`
+imports every family, so the registry is complete however a program reaches it.
 """
 from __future__ import annotations
 
@@ -25,9 +25,6 @@ _CHILD = r"""
 import contextlib, io, json, os, sys, tempfile
 import energylab.__main__ as cli
 from energylab.experiments import sudoku
-families = [m for m in sys.modules if m in ("energylab.models.derived", "energylab.models.recurrent",
-                                            "energylab.models.hyperset")]
-assert not families, f"the parent already imported {families}: the children would not start fresh"
 names, out = json.loads(sys.argv[1]), {}
 tmp = tempfile.mkdtemp()
 
@@ -84,8 +81,8 @@ def _run_children(names: list[str]) -> dict:
 
 
 def test_every_documented_name_is_registered_in_a_fresh_process():
-    from energylab.models import derived
-    from energylab.models.looped import layer_names
+    from energylab.layers import derived
+    from energylab.layers.registry import layer_names
 
     documented = _documented()
     assert documented == set(derived.LAYER_NAMES)  # the chapters name every form-/derived- layer, and only those
@@ -102,7 +99,7 @@ def test_every_documented_name_is_registered_in_a_fresh_process():
 
 
 def test_unknown_layer_lists_every_valid_name():
-    from energylab.models.looped import layer_names
+    from energylab.layers.registry import layer_names
 
     results = _run_children(["no-such-layer"])
     rc, message = results["cli:no-such-layer"]
@@ -114,8 +111,8 @@ def test_unknown_layer_lists_every_valid_name():
 
 
 def test_registry_mapping_is_complete_before_any_family_import():
-    """``LAYERS`` itself (``in``, lookup, iteration), as the Hyper-SET model and the chapters read it."""
-    code = ("import json\nfrom energylab.models.looped import LAYERS\n"
+    """``LAYERS`` itself (``in``, lookup, iteration), reached through the registry module alone."""
+    code = ("import json\nfrom energylab.layers.registry import LAYERS\n"
             "first = 'form-ea' in LAYERS\nbuilt = type(LAYERS['derived-cauchy'](16, 2, 2)).__name__\n"
             "print(json.dumps([first, built, sorted(LAYERS)]))")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

@@ -10,9 +10,12 @@ import torch
 from energylab import kernels
 from energylab.forms import hyperspherical as hs
 from energylab.kernels import hyperset_layer as hk
+from energylab.layers.block import TransformerBlock
+from energylab.layers.hyperset import HyperSETLayer, sinusoidal_embedding
+from energylab.layers.registry import layer_builder
 from energylab.models import count_parameters
-from energylab.models.hyperset import HyperSET, HyperSETLayer, sinusoidal_embedding
-from energylab.models.looped import LoopedConfig, LoopedModel, TransformerBlock, layer_builder
+from energylab.models.hyperset import HyperSET
+from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.sphere import average_angle, effective_rank, mean_cosine, mean_pairwise_angle
 
 UPDATES = {"bisoftmax": hs.hyperset_attention_update, "sigmoid": hs.sigmoid_attention_update,

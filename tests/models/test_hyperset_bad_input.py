@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from energylab.models.hyperset import HyperSET, HyperSETLayer, StepSizes, sinusoidal_embedding
+from energylab.layers.hyperset import HyperSETLayer, StepSizes, sinusoidal_embedding
+from energylab.models.hyperset import HyperSET
 
 NAN, INF = float("nan"), float("inf")
 

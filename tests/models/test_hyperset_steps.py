@@ -7,7 +7,7 @@ steps on a target that needs t-dependent steps and check both facts in float64."
 import pytest
 import torch
 
-from energylab.models.hyperset import HyperSETLayer, StepSizes
+from energylab.layers.hyperset import HyperSETLayer, StepSizes
 from energylab.models.looped import LoopedConfig, LoopedModel
 
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from energylab.models import recurrent as R
+from energylab.layers import recurrent as R
+from energylab.layers.hyperset import HyperSETLayer
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, RecurrentBlock
-from energylab.models.hyperset import HyperSET, HyperSETLayer
+from energylab.models.hyperset import HyperSET
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.nt import NTModel, NTModelConfig
 

@@ -58,8 +58,8 @@ def test_each_model_is_the_quick_profiles_run(name):
     profile as shipped teaches every layer to solve boards, the claim asserted above): its recipe is the quick
     profile's config, and the recipe's first epoch (39 steps inside the 50-step warm-up, so the same whatever the length
     of the run) give the recorded first loss window; trained with pinned numerics, so on any processor."""
+    from energylab.engine.runs import config_diff, config_record
     from energylab.experiments import get_config, sudoku
-    from energylab.runs import config_diff, config_record
 
     record = pretrained.info(name)
     assert record["numerics"]["pinned"] and record["numerics"]["torch_threads"] == 1

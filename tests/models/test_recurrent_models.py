@@ -6,7 +6,7 @@ import torch
 
 from energylab.experiments import recurrent as exp
 from energylab.experiments import sudoku
-from energylab.models import recurrent
+from energylab.layers import recurrent
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.regularisers import e_multi_penalty, e_single_penalty, regulariser, spectral_penalty
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from energylab.models import recurrent as R
+from energylab.layers import recurrent as R
 
 NAN, INF = float("nan"), float("inf")
 

@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
+from energylab.layers import MHA2nd1st, MultiHeadAttention
 from energylab.models import count_parameters
 from energylab.models.transformer import Transformer, TransformerConfig, attention_parameters, sinusoidal_positions
-from energylab.modules import MHA2nd1st, MultiHeadAttention
 
 V, D, HEADS, N, B = 13, 20, 4, 11, 3  # distinct sizes: a transposition cannot pass
 

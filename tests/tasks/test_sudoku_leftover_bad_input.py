@@ -3,8 +3,8 @@ without the table a reader asks for."""
 import pytest
 import torch
 
+from energylab.engine.results import Results
 from energylab.experiments import hyperset, recurrent
-from energylab.results import Results
 from energylab.tasks.sudoku import load_satnet, sudoku_accuracy
 
 

@@ -8,32 +8,9 @@ from energylab import baselines as bl
 from energylab.tasks import sudoku as S
 from energylab.tasks.sudoku_search import generate_search, needs_search, search_difficulty
 from energylab.tasks.sudoku_solver import geometry
+from tests.probes import brute_count
 
 UNIQUE_4X4_ONE_GRID = 41401  # unique puzzles among the 2^16 subsets of the grid below (measured)
-BOX = {6: (2, 3), 9: (3, 3)}  # written here: the brute-force counter below does not use the library's tables
-
-
-def brute_count(flat: list[int], n: int, limit: int = 2) -> int:
-    """Solutions of a flat board up to ``limit``, by plain backtracking (first blank, no propagation)."""
-    br, bc = BOX[n]
-    peers = [{j for j in range(n * n) if j != i and (j // n == i // n or j % n == i % n or
-                                                     (j // n // br, j % n // bc) == (i // n // br, i % n // bc))}
-             for i in range(n * n)]
-
-    def count(g):
-        if 0 not in g:
-            return 1
-        i, total = g.index(0), 0
-        for v in range(1, n + 1):
-            if all(g[p] != v for p in peers[i]):
-                g[i] = v
-                total += count(g)
-                g[i] = 0
-                if total >= limit:
-                    break
-        return total
-
-    return count(list(flat))
 
 
 @pytest.mark.parametrize("size,n", [(9, 40), (6, 24)])

@@ -7,41 +7,8 @@ from energylab.tasks import sudoku as S
 from energylab.tasks.sudoku_generate import ID_GIVENS, OOD_GIVENS
 from energylab.tasks.sudoku_hard import catalogue, catalogue_counts, generate_hard, transform
 from energylab.viz.sudoku import board_figure, givens_figure
-
-BOX = {4: (2, 2), 6: (2, 3), 9: (3, 3)}  # written here, not imported: the checks below are independent
-
-
-def groups(n: int) -> list[list[int]]:
-    """Cell indices of every row, column and box of an n×n board (row-major)."""
-    br, bc = BOX[n]
-    rows = [[n * r + c for c in range(n)] for r in range(n)]
-    cols = [[n * r + c for r in range(n)] for c in range(n)]
-    boxes = [[n * (r0 + r) + c0 + c for r in range(br) for c in range(bc)]
-             for r0 in range(0, n, br) for c0 in range(0, n, bc)]
-    return rows + cols + boxes
-
-
-def brute_count(flat: list[int], n: int, limit: int = 2) -> int:
-    """Solutions of a flat board, up to ``limit``: plain backtracking over the first blank, no propagation."""
-    units = groups(n)
-    peers = [set().union(*(u for u in units if i in u)) - {i} for i in range(n * n)]
-
-    def count(g: list[int]) -> int:
-        try:
-            i = g.index(0)
-        except ValueError:
-            return 1
-        total = 0
-        for v in range(1, n + 1):
-            if all(g[p] != v for p in peers[i]):
-                g[i] = v
-                total += count(g)
-                g[i] = 0
-                if total >= limit:
-                    break
-        return total
-
-    return count(list(flat))
+from tests.probes import brute_count
+from tests.probes import sudoku_groups as groups
 
 
 def is_grid(g: np.ndarray) -> bool:

@@ -105,7 +105,7 @@ def test_experiment_claims_at_quick_scale(quick):
 
 def test_experiment_runs_from_the_command_line(tmp_path):
     from energylab.__main__ import main
-    from energylab.results import Results
+    from energylab.engine.results import Results
 
     out = str(tmp_path / "hop")
     assert main(["run", "hopfield", "--device", "cpu", "--out", out, "--set", "n_patterns=(10,)",

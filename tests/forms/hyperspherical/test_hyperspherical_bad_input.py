@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from energylab import catalog
-from energylab import modules as M
+from energylab import layers as M
 from energylab.forms import hyperspherical as hs
 from tests.probes import F64, NO_KEYS, W_HEADS, D, N, randn, sample, zero_heads
 

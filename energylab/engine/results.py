@@ -1,9 +1,9 @@
 """What a run produced, as data: metric curves and experiment results.
 
-:class:`History` is what one training run (:func:`energylab.train.train`) returns; :class:`Results` is what an
+:class:`History` is what one training run (:func:`energylab.engine.train.train`) returns; :class:`Results` is what an
 experiment's ``run(config)`` returns: several histories, headline numbers and small tables. Both round-trip
 through JSON, so a notebook can read results produced elsewhere by ``python -m energylab run``. The folders they
-are written to, checkpoints and the identity of a run are :mod:`energylab.runs`.
+are written to, checkpoints and the identity of a run are :mod:`energylab.engine.runs`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from energylab.runs import RESULTS, prepare_out_dir, read_json, write_json
+from energylab.engine.runs import RESULTS, prepare_out_dir, read_json, write_json
 
 
 @dataclass

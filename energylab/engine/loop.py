@@ -1,8 +1,8 @@
-"""The one training loop (:func:`training_loop`) and its steps, for one model (:func:`energylab.train.train`) or S
-models stacked into one vmapped computation (:mod:`energylab.ensemble`); :class:`Members` says what the loop needs
-of either. Per optimiser step: forward, a check that the loss is finite (:class:`TrainingDiverged` otherwise), the
-optimiser step at the schedule's learning rate (:func:`lr_multiplier`), the train metrics logged per ``log_every``
-window, evaluation and an atomic checkpoint when due (:mod:`energylab.runs`), a progress bar.
+"""The one training loop (:func:`training_loop`) and its steps, for one model (:func:`energylab.engine.train.train`)
+or S models stacked into one vmapped computation (:mod:`energylab.engine.ensemble`); :class:`Members` says what the
+loop needs of either. Per optimiser step: forward, a check that the loss is finite (:class:`TrainingDiverged`
+otherwise), the optimiser step at the schedule's learning rate (:func:`lr_multiplier`), the train metrics logged per
+``log_every`` window, evaluation and an atomic checkpoint when due (:mod:`energylab.engine.runs`), a progress bar.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from energylab.results import History
-from energylab.runs import CHECKPOINT, get_rng_state, save_checkpoint
+from energylab.engine.results import History
+from energylab.engine.runs import CHECKPOINT, get_rng_state, save_checkpoint
 
-# ``config`` below is an :class:`energylab.train.TrainConfig` (not imported: train imports this module)
+# ``config`` below is an :class:`energylab.engine.train.TrainConfig` (not imported: train imports this module)
 TrainConfig = Any
 
 
@@ -62,7 +62,7 @@ def lr_multiplier(config: TrainConfig, total: int) -> Callable[[int], float]:
     return factor
 
 
-# ------------------------------------------------------------------ bookkeeping shared with energylab.ensemble
+# ------------------------------------------------------------------ bookkeeping shared with energylab.engine.ensemble
 
 
 class NonFinite(FloatingPointError):
@@ -116,7 +116,8 @@ def due(every: int, done: int, total: int) -> bool:
 
 def evaluate(model: nn.Module, eval_fn: Callable[[nn.Module], dict], average=None) -> dict[str, float]:
     """``eval_fn(model)`` in eval mode under ``torch.no_grad``, as Python numbers; the model is left in train mode.
-    With ``average`` (a :class:`energylab.train.WeightAverage`) the model holds the averaged weights meanwhile."""
+    With ``average`` (a :class:`energylab.engine.train.WeightAverage`) the model holds the averaged weights
+    meanwhile."""
     model.eval()
     with torch.no_grad(), (average.swapped() if average is not None else contextlib.nullcontext()):
         metrics = {k: float(v) for k, v in eval_fn(model).items()}  # read while the evaluated weights are in
@@ -150,7 +151,7 @@ def _tensors(entry):
 @dataclass
 class Members:
     """What :func:`training_loop` needs of the model(s) it trains: one model (:func:`train`) or S stacked models
-    trained as one vmapped computation (:func:`energylab.ensemble.train_ensemble`). Lists hold one entry per
+    trained as one vmapped computation (:func:`energylab.engine.ensemble.train_ensemble`). Lists hold one entry per
     member.
 
     forward(step) -> (loss to minimise, [loss value per member], raw metrics); update(loss, lr factor, step): the

@@ -1,8 +1,8 @@
 """The prose check: a number typed into a chapter's text must be computed, cited, or one of a short list of kinds
 that need neither (tests/book/test_prose_numbers.py runs it on every chapter and the landing page).
 
-Computed: an ``{eval}`N.<name>``` role (:mod:`energylab.prose`). Cited: the sentence holding the number cites its
-source (a ``{cite}`` role, or names the paper: "paper 003", "the paper's", "Table 2", "Fig. 3b", "Sec. 4.3").
+Computed: an ``{eval}`N.<name>``` role (:mod:`energylab.notebook.prose`). Cited: the sentence holding the number cites
+its source (a ``{cite}`` role, or names the paper: "paper 003", "the paper's", "Table 2", "Fig. 3b", "Sec. 4.3").
 Neither is needed for what this module strips or skips, the documented list:
 
 * mathematics and code: ``$$...$$``, math and code blocks, inline code, indented code (solutions), and inline

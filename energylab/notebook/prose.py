@@ -164,7 +164,8 @@ def fill(nb) -> int:
         for expr in dict.fromkeys(expressions):
             m = re.fullmatch(r"N\.(\w+)", expr)
             if m is None:
-                raise ValueError(f"{{eval}}`{expr}`: quote a computed number as N.<name> (energylab.prose.Numbers)")
+                raise ValueError(f"{{eval}}`{expr}`: quote a computed number as N.<name> "
+                                 "(energylab.notebook.prose.Numbers)")
             if m.group(1) not in table:
                 raise ValueError(f"{{eval}}`{expr}`: the chapter never adds {m.group(1)!r} to N")
             stored.append({"expression": expr, "result": {"status": "ok", "data": {"text/plain": table[m.group(1)]},

@@ -10,13 +10,13 @@ Energies (``nn.Module`` with ``energy(x)``, x (B, N, d) -> (B,), and their hand-
   k_{h,m}‖²)⁻¹. Our own energy (no paper): far keys keep a polynomial, not an exponentially small, weight.
 
 Looped blocks (``builder(dim, heads, ffn_mult)``, ``forward(x, c)``, registered into
-:data:`energylab.models.looped.LAYERS` when this module is imported), each the one pre-norm block
-(:class:`energylab.models.block.PreNormBlock`):
+:data:`energylab.layers.registry.LAYERS` when this module is imported), each the one pre-norm block
+(:class:`energylab.layers.block.PreNormBlock`):
 
     h = x + c;  h = h + A(RMSNorm(h));  x' = h + F(RMSNorm(h))
 
-with A one attention layer of :mod:`energylab.modules` or a derived layer's update, F the GELU MLP of the
-Transformer block or an energy feedforward of :mod:`energylab.modules`. Names: ``form-<attention>`` (with the
+with A one attention layer of :mod:`energylab.layers` or a derived layer's update, F the GELU MLP of the
+Transformer block or an energy feedforward of :mod:`energylab.layers`. Names: ``form-<attention>`` (with the
 MLP), ``form-<feedforward>`` (with softmax MHA) and ``derived-<energy>`` (autograd attention, with the MLP).
 """
 from __future__ import annotations
@@ -26,10 +26,13 @@ import math
 import torch
 from torch import nn
 
-from energylab import modules as M
-from energylab.energy_layer import derive
-from energylab.models.block import MLP, PreNormBlock
-from energylab.models.looped import register_layer
+from energylab.layers import hyperspherical as hs
+from energylab.layers.block import MLP, PreNormBlock
+from energylab.layers.energy import derive
+from energylab.layers.expressive import ExpressiveAttention
+from energylab.layers.free_energy import MultiHeadAttention
+from energylab.layers.newton import MHA2nd1st
+from energylab.layers.registry import register_layer
 
 __all__ = ["SoftmaxSelfEnergy", "CauchyEnergy", "DerivedAttention", "ATTENTIONS", "FEEDFORWARDS", "ENERGIES",
            "LAYER_NAMES"]
@@ -102,7 +105,7 @@ ENERGIES = {"softmax": SoftmaxSelfEnergy, "cauchy": CauchyEnergy}
 
 class DerivedAttention(nn.Module):
     """A derived layer's update η·u(x) as an attention sublayer (the block adds the residual); η is learned
-    (initial ``step``). ``self.layer`` is the :class:`~energylab.energy_layer.EnergyLayer`."""
+    (initial ``step``). ``self.layer`` is the :class:`~energylab.layers.energy.EnergyLayer`."""
 
     def __init__(self, energy: nn.Module, step: float = 0.5):
         super().__init__()
@@ -114,18 +117,18 @@ class DerivedAttention(nn.Module):
 
 # name -> attention(dim, heads); every layer attends to all tokens (a board has no order: causal=False)
 ATTENTIONS = {
-    "mha": lambda d, h: M.MultiHeadAttention(d, h, causal=False),
-    "ea": lambda d, h: M.ExpressiveAttention(d, h, causal=False),
-    "mha2nd1st": lambda d, h: M.MHA2nd1st(d, h, causal=False),
-    "bisoftmax": lambda d, h: M.BiSoftmaxAttention(d, h),
-    "sigmoid": lambda d, h: M.SigmoidAttention(d, h),
-    "kernel_linear": lambda d, h: M.KernelLinearAttention(d, h),
+    "mha": lambda d, h: MultiHeadAttention(d, h, causal=False),
+    "ea": lambda d, h: ExpressiveAttention(d, h, causal=False),
+    "mha2nd1st": lambda d, h: MHA2nd1st(d, h, causal=False),
+    "bisoftmax": lambda d, h: hs.BiSoftmaxAttention(d, h),
+    "sigmoid": lambda d, h: hs.SigmoidAttention(d, h),
+    "kernel_linear": lambda d, h: hs.KernelLinearAttention(d, h),
 }
 # name -> feedforward(dim, ffn_mult), paired with softmax MHA
 FEEDFORWARDS = {
-    "relu_ff": lambda d, m: M.ReLUEnergyFeedforward(d, m * d),
-    "softmax_ff": lambda d, m: M.SoftmaxEnergyFeedforward(d, m * d),
-    "gated_ff": lambda d, m: M.GatedEnergyFeedforward(d, m * d),
+    "relu_ff": lambda d, m: hs.ReLUEnergyFeedforward(d, m * d),
+    "softmax_ff": lambda d, m: hs.SoftmaxEnergyFeedforward(d, m * d),
+    "gated_ff": lambda d, m: hs.GatedEnergyFeedforward(d, m * d),
 }
 
 

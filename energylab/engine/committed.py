@@ -5,8 +5,8 @@ effect should show) takes minutes to an hour, so it is run once, here:
 
     python -m energylab run nt --profile medium --commit          # -> results/nt/medium.json
 
-and the chapter reads it back with :func:`load_committed`. The file is a :class:`~energylab.results.Results` with a
-``provenance`` block: the machine (processor, cores, accelerator), the date, the git commit the code was at (and
+and the chapter reads it back with :func:`load_committed`. The file is a :class:`~energylab.engine.results.Results`
+with a ``provenance`` block: the machine (processor, cores, accelerator), the date, the git commit the code was at (and
 whether the tree had uncommitted changes), the command, the wall-clock time and the library versions. Tests read the
 same files to check every claim the book makes about them.
 
@@ -24,10 +24,10 @@ import subprocess
 import sys
 from typing import Any
 
-from energylab.results import Results
-from energylab.runs import read_json, write_json
+from energylab.engine.results import Results
+from energylab.engine.runs import read_json, write_json
 
-ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "results")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -93,7 +93,7 @@ def commit_results(results: Results, experiment: str, name: str, *, seconds: flo
     file is replaced only with ``overwrite=True`` (ValueError otherwise: committed runs took long to make).
     """
     if not isinstance(results, Results):
-        raise TypeError(f"results must be an energylab.results.Results, got {type(results).__name__}")
+        raise TypeError(f"results must be an energylab.engine.results.Results, got {type(results).__name__}")
     if results.experiment != experiment:
         raise ValueError(f"results are of experiment {results.experiment!r}, not {experiment!r}")
     path = committed_path(experiment, name, root)

@@ -10,12 +10,12 @@ forward passes as one batched computation, and one backward pass of Σ_s L_s giv
 
 with an elementwise optimiser (AdamW, SGD with momentum) applied to the stacked tensors, which is exactly S
 independent optimisers. The steps, logging, evaluation, checkpoints and progress bar are the one training loop's
-(:func:`energylab.loop.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles
+(:func:`energylab.engine.loop.training_loop`): the ensemble is its vmapped mode. ``TrainConfig(compile=True)`` compiles
 the vmapped forward and backward once per process: on one CPU thread that halves a step of the tiny NT model
 (N2T5), whose eager vmapped step is dominated by dispatching its ~300 small kernels. Gradient clipping uses each
 member's own global norm. Evaluation runs member by member through the ordinary ``eval_fn(model)``. Models that
 cannot be vmapped (data-dependent control flow, in-place updates of buffers) fall back to S sequential
-:func:`energylab.train.train` runs.
+:func:`energylab.engine.train.train` runs.
 """
 from __future__ import annotations
 
@@ -32,17 +32,17 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from energylab import kernels, portable
 from energylab._setup import choose_device, seed_everything
-from energylab.batches import to_device
-from energylab.loop import Members, evaluate, optimizer_step, training_loop
-from energylab.results import History
-from energylab.runs import (
+from energylab.engine.batches import to_device
+from energylab.engine.loop import Members, evaluate, optimizer_step, training_loop
+from energylab.engine.results import History
+from energylab.engine.runs import (
     CHECKPOINT,
     claim_run_dir,
     load_checkpoint,
     run_identity,
     set_rng_state,
 )
-from energylab.train import TrainConfig, check_config, make_optimizer, train
+from energylab.engine.train import TrainConfig, check_config, make_optimizer, train
 
 
 @dataclass
@@ -89,20 +89,20 @@ def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Cal
 
     Args:
         make_model: ``seed -> model``; called right after ``seed_everything(seed)``.
-        loss_fn: ``(model, batch) -> (loss, metrics)`` as for :func:`~energylab.train.train`, except that every
+        loss_fn: ``(model, batch) -> (loss, metrics)`` as for :func:`~energylab.engine.train.train`, except that every
             metric must be a 0-d tensor (vmap cannot return Python numbers).
         batches: ``(step, seed) -> batch`` for member ``seed``; the members' batches are stacked on a new dim 0.
-        config: a :class:`~energylab.train.TrainConfig` (``config.seed`` is ignored: ``seeds`` rule; no
+        config: a :class:`~energylab.engine.train.TrainConfig` (``config.seed`` is ignored: ``seeds`` rule; no
             ``epochs``, AMP or DDP here). ``config.compile`` compiles the vmapped forward and its backward with
-            ``torch.compile`` (the sequential fallback compiles each model as :func:`~energylab.train.train` does):
-            the first run in a process pays the compilation (tens of seconds on a CPU), later runs with the same
+            ``torch.compile`` (the sequential fallback compiles each model as :func:`~energylab.engine.train.train`
+            does): the first run in a process pays the compilation (tens of seconds on a CPU), later runs with the same
             shapes reuse it; the fused kernels round differently, so the members then equal the sequential runs
             only up to float rounding.
         seeds: the S seeds.
         eval_fn: ``model -> metrics``, called for each member model in turn.
         after_step: ``(params, step)`` with ``params`` the dict name -> stacked (S, ...) parameter tensors
             (modify them in place under ``torch.no_grad()``), after every optimiser step.
-        out_dir, resume, identity: checkpoints as in :func:`~energylab.train.train` (a fresh run refuses a
+        out_dir, resume, identity: checkpoints as in :func:`~energylab.engine.train.train` (a fresh run refuses a
             folder holding a checkpoint; resuming under another config or identity is a ValueError).
         vmapped: True (must vmap), False (sequential runs) or "auto" (vmap, fall back to sequential on error).
     """
@@ -114,7 +114,7 @@ def train_ensemble(make_model: Callable[[int], nn.Module], loss_fn, batches: Cal
         raise ValueError("train_ensemble counts steps; set config.steps, not config.epochs")
     if config.ema:
         raise ValueError(f"train_ensemble keeps no weight average: set config.ema=0 (got {config.ema}), or train "
-                         f"each seed with energylab.train.train")
+                         f"each seed with energylab.engine.train.train")
     if vmapped not in (True, False, "auto"):
         raise ValueError(f"vmapped must be True, False or 'auto', got {vmapped!r}")
     if out_dir is not None:

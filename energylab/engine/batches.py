@@ -1,7 +1,7 @@
 """Batches for the training engine: iterables served one epoch after another, moved to the device, sharded for DDP.
 
-:func:`energylab.train.train` takes ``batches`` as a callable ``step -> batch`` (seeded by the step: any step can be
-recomputed, so a run can resume exactly; every experiment passes one) or as an iterable (a DataLoader, a list, a
+:func:`energylab.engine.train.train` takes ``batches`` as a callable ``step -> batch`` (seeded by the step: any step
+can be recomputed, so a run can resume exactly; every experiment passes one) or as an iterable (a DataLoader, a list, a
 generator), which :class:`Feed` iterates anew every epoch. A run on an iterable is not resumable: the position and
 the random state of an iterable's epoch are not recorded.
 

@@ -8,11 +8,11 @@ The loop reads top to bottom. Per optimiser step ``s`` (0-based):
 3. backward, gradient clipping, the learning rate of the schedule, ``optimizer.step()``;
 4. ``after_step(model, s)`` (e.g. rescale couplings to a fixed norm);
 5. every ``eval_every`` steps ``eval_fn(model) -> dict``; every ``checkpoint_every`` steps and at the end an
-   atomic checkpoint in ``out_dir`` (:mod:`energylab.runs` keeps the checkpoint bookkeeping).
+   atomic checkpoint in ``out_dir`` (:mod:`energylab.engine.runs` keeps the checkpoint bookkeeping).
 
-These steps are :func:`energylab.loop.training_loop`, the one loop: :func:`train` runs it for one model, and the
-seed ensembles of :mod:`energylab.ensemble` run it for S models stacked into one vmapped computation
-(:class:`~energylab.loop.Members` says what the loop needs of either).
+These steps are :func:`energylab.engine.loop.training_loop`, the one loop: :func:`train` runs it for one model, and the
+seed ensembles of :mod:`energylab.engine.ensemble` run it for S models stacked into one vmapped computation
+(:class:`~energylab.engine.loop.Members` says what the loop needs of either).
 
 Curves are kept in a :class:`History` indexed by the number of completed steps. ``resume=True`` continues
 from ``out_dir/checkpoint.pt`` (model, optimiser, history, RNG states, step) and ends with the same numbers as
@@ -34,8 +34,8 @@ from torch import nn
 
 from energylab._checks import check_bool, check_instance, check_int, check_interval, check_positive
 from energylab._setup import choose_device, seed_everything
-from energylab.batches import Feed, shard, to_device
-from energylab.loop import (  # noqa: F401 - API
+from energylab.engine.batches import Feed, shard, to_device
+from energylab.engine.loop import (  # noqa: F401 - API
     Members,
     TrainingDiverged,
     diverged,
@@ -47,8 +47,8 @@ from energylab.loop import (  # noqa: F401 - API
     progress_bar,
     training_loop,
 )
-from energylab.results import History, Results  # noqa: F401 - API
-from energylab.runs import (  # noqa: F401 - API
+from energylab.engine.results import History, Results  # noqa: F401 - API
+from energylab.engine.runs import (  # noqa: F401 - API
     CHECKPOINT,
     RESULTS,
     claim_run_dir,

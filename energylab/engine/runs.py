@@ -3,12 +3,12 @@
 A run folder (``out_dir``) holds one run. An experiment run (:func:`experiment_folder`, called once by
 :func:`energylab.experiments.run_experiment`) records its experiment, profile and config in ``run.json`` when it
 starts and writes ``results.json`` when it finishes; each model it trains checkpoints ``checkpoint.pt`` in a
-folder of its own (:func:`claim_run_dir`, called once by :func:`energylab.train.train` and the ensemble mode).
+folder of its own (:func:`claim_run_dir`, called once by :func:`energylab.engine.train.train` and the ensemble mode).
 A run is identified by its config (:func:`config_record`): resuming or loading a folder written under another
 config is a ValueError naming the differing fields (:func:`config_diff`), and a fresh run refuses a folder that
 already holds one. Every file is written atomically through a temporary file unique to its writer, so a reader
-never sees half a file and two writers never tear one. What a run produced (:class:`energylab.results.History`,
-:class:`~energylab.results.Results`) is data, in :mod:`energylab.results`.
+never sees half a file and two writers never tear one. What a run produced (:class:`energylab.engine.results.History`,
+:class:`~energylab.engine.results.Results`) is data, in :mod:`energylab.engine.results`.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from energylab._checks import check_bool, check_int, check_interval, check_positive
-from energylab.models.looped import register_layer
+from energylab.layers.registry import register_layer
 
 __all__ = ["MSA", "ItrSA", "KuramotoLayer", "NormReadout", "oscillator_normalize", "omega_rotate",
            "akorn_reference_step"]

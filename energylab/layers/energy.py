@@ -28,7 +28,7 @@ O(numel/B) passes, for small blocks only (a few tokens in a few dimensions); ``d
 diagonal, and λ = 0 gives the exact Newton direction.
 
 ``energylab.derive`` is :func:`derive` of this module (``energylab/__init__.py`` serves it, as it serves
-``setup_notebook``); the layer class is ``energylab.energy_layer.EnergyLayer``.
+``setup_notebook``); the layer class is ``energylab.layers.energy.EnergyLayer``.
 """
 from __future__ import annotations
 
