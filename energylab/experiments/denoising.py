@@ -73,7 +73,8 @@ PROFILES = {
 COST = {
     "quick": "about 2.5 min on one CPU thread with the book's pinned numerics (measured 143 s on an Intel Xeon: 3 maps "
              "x 3 seeds x 1,000 steps of 80 prompts, L = 500, n = 16; 74 s with the processor's own kernels)",
-    "medium": "about 10 min on one CPU thread (6 context lengths x 3 maps x 6 seeds x 1,000 steps)",
+    "medium": "about 20 min of one CPU thread with pinned numerics (measured 21 min on an Intel Xeon shared with other "
+              "jobs: 6 context lengths x 3 maps x 6 seeds x 1,000 steps); committed as results/denoising/medium.json",
     "full": "8 context lengths x 3 maps x 10 seeds x 10,000 steps: under an hour on one GPU (estimate, not run)",
 }
 
@@ -212,7 +213,10 @@ def summary(results: Results, context: int, estimator: str) -> dict:
     rows = [r for r in results.tables["scores"] if r["context"] == context and r["estimator"] == estimator]
     if not rows:
         raise KeyError(f"no scores for {estimator!r} at L = {context}")
-    return {k: (max if k.endswith("se") else lambda v: sum(v) / len(v))([r[k] for r in rows])
+    def is_se(key: str) -> bool:
+        return key == "se" or key.endswith(" se")
+
+    return {k: (max if is_se(k) else lambda v: sum(v) / len(v))([r[k] for r in rows])
             for k in rows[0] if k not in ("context", "estimator", "seed")}
 
 
@@ -251,4 +255,25 @@ def claims(results: Results, context: int) -> dict[str, bool]:
         "10% for W_PV)":
             all(w[f"{m} off-diagonal rms"] < IDENTITY_RATIO[m] * abs(w[f"{m} diagonal"]) for w in weights
                 for m in IDENTITY_RATIO),
+    }
+
+
+def context_claims(results: Results) -> dict[str, bool]:
+    """Chapter 12's statements about a run over several context lengths (the medium profile): how the distance to
+    the Bayes-optimal error changes from the shortest to the longest context (two standard errors apart)."""
+    contexts, kinds = sorted(results.config["contexts"]), results.config["kinds"]
+    short, long = contexts[0], contexts[-1]
+
+    def shrinks(estimator: str) -> bool:
+        a, b = summary(results, long, estimator), summary(results, short, estimator)
+        return a["minus bayes"] + 2 * (a["minus bayes se"] ** 2 + b["minus bayes se"] ** 2) ** 0.5 < b["minus bayes"]
+
+    return {
+        f"one softmax step's excess over the Bayes-optimal error shrinks from L = {short} to L = {long}":
+            shrinks("one step (softmax)"),
+        f"so does every trained layer's, from L = {short} to L = {long}": all(shrinks(f"trained ({k})") for k in kinds),
+        "at every L, one softmax step beats exact retrieval of the nearest token":
+            all(below(results, L, "one step (softmax)", "nearest token") for L in contexts),
+        "at no L does a trained layer beat the two-parameter fit":
+            not any(below(results, L, f"trained ({k})", "fitted one step (softmax)") for L in contexts for k in kinds),
     }

@@ -239,12 +239,25 @@ def check_entmax_alpha(ns, out):
     assert exact == sorted(exact) and exact[0] < 0.5 < exact[-1], lines
 
 
+def check_denoise_linear(ns, out):  # "agree to about a hundredth"; the prediction is 16/3
+    measured, predicted = _floats(out)
+    assert predicted == pytest.approx(16 / 3, abs=1e-3) and abs(measured - predicted) < 0.03
+
+
+def check_denoise_beta(ns, out):  # "beta rises toward 1/sigma^2 = 10"; alpha above one
+    rows = [_floats(line) for line in out.strip().split("\n")]
+    betas, alphas = [r[1] for r in rows], [r[2] for r in rows]
+    assert [r[0] for r in rows] == [50, 500, 5000]
+    assert betas[0] < betas[1] < betas[2] < 10 and betas[2] > betas[0] + 2 and all(a > 1 for a in alphas)
+
+
 CHECKS = {
     "ex-kl": check_kl, "ex-joint": check_joint, "ex-capacity": check_capacity, "ex-two-tokens": check_two_tokens,
     "ex-wendel": check_wendel, "ex-jac-linear": check_jac_linear, "ex-derive-newton": check_newton,
     "ex-derive-two-temperatures": check_two_temperatures,
     "ex-atlas-order": check_order, "ex-atlas-register": check_register,
-    "ex-entmax-alpha": check_entmax_alpha,
+    "ex-entmax-alpha": check_entmax_alpha, "ex-denoise-linear": check_denoise_linear,
+    "ex-denoise-beta": check_denoise_beta,
 }
 RUNNABLE = [(chapter, label, body) for chapter, label, body in SOLUTIONS if label not in PROSE_ONLY]
 
