@@ -100,3 +100,12 @@ def test_chapter_runs_from_the_wheel_outside_the_checkout(installed, chapter):
         pytest.skip("ENERGYLAB_WHEEL_CHAPTERS=all (or python scripts/wheel_check.py) executes every chapter")
     result = installed.run(chapter)
     assert result["ok"], result["tail"]
+
+
+def test_wheel_check_refuses_bad_input_before_building(tmp_path, capsys):
+    assert wc.main(["99"]) == 2 and capsys.readouterr().err == "error: no chapter '99' in notebooks/\n"
+    (tmp_path / "x").write_text("")
+    assert wc.main(["10", "--keep", str(tmp_path)]) == 2 and "is not empty" in capsys.readouterr().err
+    assert wc.main(["10", "--keep", str(ROOT / "_build" / "w")]) == 2
+    assert "inside the checkout" in capsys.readouterr().err
+    assert [p.name[:2] for p in wc.select(["4", "11_atlas.ipynb"])] == ["04", "11"]
