@@ -1,9 +1,14 @@
-"""The book's version as the scripts show it: `python scripts/book_version.py` prints it with its release date.
+"""The book's version and address as the scripts show them: `python scripts/book_version.py` prints the version
+with its release date.
 
 The version has one source, ``energylab.__version__`` (pyproject.toml reads it too); the release date is
-CITATION.cff's ``date-released``. tests/book/test_versions.py checks that CITATION.cff and CHANGELOG.md agree with both.
-scripts/build_book.py puts :func:`footer_html` into every page's footer, scripts/status_page.py shows
-:func:`describe`, and scripts/chapter_cells.py pins the install cell to :func:`tag`.
+CITATION.cff's ``date-released``; the repository's address has one source too, ``repository.url`` of _config.yml
+(:func:`repository_url`; Jupyter Book's launch buttons read it there). tests/book/test_versions.py checks that
+CITATION.cff, CHANGELOG.md and the pages agree with them. scripts/build_book.py puts :func:`footer_html` into every
+page's footer and points the Colab buttons at :func:`notebooks_branch`, scripts/status_page.py shows
+:func:`describe`, scripts/chapter_cells.py pins the install cell to :func:`tag` of :func:`repository_url`,
+scripts/reader_notebooks.py links into the repository at :func:`tag`, and scripts/release.py creates the tag and the
+notebooks branch.
 """
 from __future__ import annotations
 
@@ -24,9 +29,25 @@ def version() -> str:
     return energylab.__version__
 
 
-def tag() -> str:
-    """The git tag that marks this version (the install cell installs from it)."""
-    return f"v{version()}"
+def tag(version_: str | None = None) -> str:
+    """The git tag that marks this version (or ``version_``; the install cell installs from it)."""
+    return f"v{version_ or version()}"
+
+
+def notebooks_branch(version_: str | None = None) -> str:
+    """The branch that holds this version's (or ``version_``'s) reader notebooks (scripts/reader_notebooks.py), which
+    the Colab buttons open: one per version, like the tag, so that an older page opens the notebooks of its own
+    version."""
+    return f"notebooks-{tag(version_)}"
+
+
+def repository_url(root: pathlib.Path = ROOT) -> str:
+    """repository.url of _config.yml, the book's repository (read without a YAML library: one key, one line)."""
+    text = (root / "_config.yml").read_text(encoding="utf-8")
+    match = re.search(r"^repository:[ \t]*\n(?:[ \t]+.*\n)*?[ \t]+url:[ \t]*(\S+)", text, re.MULTILINE)
+    if match is None:
+        raise ValueError("_config.yml has no repository.url")
+    return match.group(1).rstrip("/")
 
 
 def release_date(root: pathlib.Path = ROOT) -> str:

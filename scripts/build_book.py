@@ -121,16 +121,22 @@ def write_status_page(runs: list[dict]) -> None:
     toc.write_text(status_page.add_to_toc(toc.read_text(encoding="utf-8")), encoding="utf-8")
 
 
-COLAB_BRANCH = "colab"  # the branch that holds the reader notebooks (_build/reader) for Colab's launch button
+def colab_links(page: str, branch: str) -> str:
+    """A chapter page's HTML with its Colab launch button opening the notebook on ``branch``, not the branch of
+    _config.yml (Jupyter Book builds the button from repository.url and repository.branch)."""
+    import re
+
+    return re.sub(r'(href="https://colab\.research\.google\.com/github/[^"]+?/blob/)[^/"]+(/notebooks/)',
+                  lambda m: m.group(1) + branch + m.group(2), page)
 
 
 def publish_reader_notebooks(html: pathlib.Path) -> None:
     """The reader notebooks (scripts/reader_notebooks.py: plain Jupyter markdown, no MyST) into the site and the
     staged tree: each chapter's download button (.ipynb) serves its reader notebook, and its Colab button opens
-    the reader notebook on the COLAB_BRANCH branch of the repository (where the publishing step pushes
-    _build/reader/). The Binder (JupyterLab) button keeps the MyST chapters, which jupyterlab-myst renders."""
-    import re
-
+    the reader notebook on this version's notebooks branch (book_version.notebooks_branch, which scripts/release.py
+    creates with the version's tag). The Binder (JupyterLab) button keeps the MyST chapters, which jupyterlab-myst
+    renders."""
+    import book_version
     import reader_notebooks
 
     written = reader_notebooks.build(ROOT / "_build" / "reader")
@@ -138,16 +144,16 @@ def publish_reader_notebooks(html: pathlib.Path) -> None:
     for path in written:
         if (sources / path.name).exists():
             shutil.copy2(path, sources / path.name)
+    branch = book_version.notebooks_branch()
     changed = 0
     for page in (html / "notebooks").glob("*.html"):
         text = page.read_text(encoding="utf-8")
-        new = re.sub(r'(href="https://colab\.research\.google\.com/github/[^"]+?/blob/)[^/"]+(/notebooks/)',
-                     lambda m: m.group(1) + COLAB_BRANCH + m.group(2), text)
+        new = colab_links(text, branch)
         if new != text:
             page.write_text(new, encoding="utf-8")
             changed += 1
     print(f"[build] {len(written)} reader notebooks (plain Jupyter markdown) behind the download buttons; "
-          f"Colab buttons of {changed} chapters open them from the '{COLAB_BRANCH}' branch", flush=True)
+          f"Colab buttons of {changed} chapters open them from the '{branch}' branch", flush=True)
 
 
 def main(argv=None) -> int:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # book_version, also when a test loads this file by path
+import book_version  # noqa: E402 - torch-free
 
 INSTALL_TAG = "install-energylab"
 BOX_TAG = "run-this-chapter"
@@ -37,27 +38,24 @@ def trained() -> dict[str, tuple[str, ...]]:
 
 
 def repository_url() -> str:
-    """repository.url of _config.yml (read without a YAML library: one key, one line)."""
-    text = (ROOT / "_config.yml").read_text(encoding="utf-8")
-    match = re.search(r"^repository:\s*\n(?:\s+.*\n)*?\s+url:\s*(\S+)", text, re.MULTILINE)
-    if match is None:
-        raise ValueError("_config.yml has no repository.url")
-    return match.group(1)
+    """repository.url of _config.yml (scripts/book_version.py)."""
+    return book_version.repository_url()
 
 
 def install_source() -> str:
-    """The install cell: the library at this book's own version (the git tag v<energylab.__version__>), so a
-    chapter runs against the code it was written with, not whatever the main branch holds later."""
-    import energylab  # torch-free
-
-    tag = f"v{energylab.__version__}"
+    """The install cell: the library at this book's own version (the git tag v<energylab.__version__>, which
+    scripts/release.py creates), so a chapter runs against the code it was written with, not whatever the main
+    branch holds later. The wheel pip builds from it carries the committed results the chapters read (setup.py)."""
+    tag = book_version.tag()
     return "\n".join([
         f"# On Colab, or in any kernel without the book's library: install it, at this book's version ({tag}), with",
         "# the chapters' extras, from the book's repository. Elsewhere this cell does nothing.",
+        "import importlib",
         "import importlib.util",
         "",
         'if importlib.util.find_spec("energylab") is None:',
-        f'    %pip install -q "energylab[book] @ git+{repository_url()}@{tag}"'])
+        f'    %pip install -q "energylab[book] @ git+{repository_url()}@{tag}"',
+        "    importlib.invalidate_caches()  # the next cells import what pip just installed"])
 
 
 def box_source(experiments: tuple[str, ...]) -> str:

@@ -13,13 +13,18 @@ writes a copy of every chapter in which
 - ``{eval}`N.<name>``` roles (numbers the prose quotes, :mod:`energylab.notebook.prose`) become the value the
 chapter's last
   run printed.
-Code cells and their outputs are copied unchanged. scripts/build_book.py builds these into the website (its
-download and Colab buttons use them). Exit status 0; it raises on markup it does not know, so nothing is left raw.
+Code cells are copied unchanged, and so are their outputs but one part: a stored plotly figure's HTML twin (which
+draws with the website's plotly.js) becomes a document that loads plotly.js itself (energylab.viz.isolated_html), so
+that Colab, which shows each output alone in its own frame, draws the figures before the chapter is run; the plotly
+JSON that JupyterLab draws is kept. scripts/build_book.py builds these into the website (its download and Colab
+buttons use them); scripts/release.py commits them to the notebooks branch of a version. Exit status 0; it raises
+on markup it does not know, so nothing is left raw.
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import pathlib
 import re
@@ -27,7 +32,11 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # book_version, also when a test loads this file by path
+import book_version  # noqa: E402 - torch-free
+
 from energylab.notebook import prose  # noqa: E402 - torch-free
+from energylab.viz import isolated_html  # noqa: E402 - plotly, no torch
 
 OUT = ROOT / "_build" / "reader"
 FENCE = re.compile(r"^(\s*)(`{3,}|:{3,})\{([\w:-]+)\}[ \t]*(.*)$")
@@ -39,10 +48,9 @@ LEFTOVER = re.compile(r"(?<!`)\{[\w:-]+\}`|^\s*(`{3,}|:{3,})\{[\w:-]+\}|^\s*:(la
 
 
 def repository_url() -> str:
-    text = (ROOT / "_config.yml").read_text(encoding="utf-8")
-    url = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", text, re.M)
-    branch = re.search(r"^repository:\s*\n(?:\s+\S.*\n)*?\s+branch:\s*(\S+)", text, re.M)
-    return f"{url.group(1).rstrip('/')}/blob/{branch.group(1) if branch else 'main'}" if url else ""
+    """Where a reader notebook's links into the repository point: its files at this version's tag (the reader
+    notebooks are published with it, scripts/release.py)."""
+    return f"{book_version.repository_url()}/blob/{book_version.tag()}"
 
 
 def _blocks(text: str) -> list:
@@ -278,6 +286,24 @@ def _title(path: pathlib.Path) -> str | None:
     return m.group(1).strip() if m else None
 
 
+PLOTLY_JSON = "application/vnd.plotly.v1+json"
+
+
+def self_contained_figures(cell: dict) -> int:
+    """Give every plotly output of ``cell`` an HTML twin that loads plotly.js itself (in place); how many."""
+    count = 0
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        if PLOTLY_JSON not in data:
+            continue
+        found = re.search(r'id="(fig-[0-9a-f]+)"', "".join(data.get("text/html", "")))
+        div_id = found.group(1) if found else "fig-" + hashlib.sha1(
+            json.dumps(data[PLOTLY_JSON], sort_keys=True).encode()).hexdigest()[:12]
+        data["text/html"] = isolated_html(data[PLOTLY_JSON], div_id)
+        count += 1
+    return count
+
+
 def convert(path: pathlib.Path, book: Book) -> dict:
     """The reader notebook (JSON) for the chapter at ``path``."""
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -286,6 +312,8 @@ def convert(path: pathlib.Path, book: Book) -> dict:
     for cell in out["cells"]:
         if cell["cell_type"] == "markdown":
             cell["source"] = conv.markdown(_source(cell))
+        elif cell["cell_type"] == "code":
+            self_contained_figures(cell)
     if conv.cited:
         out["cells"].append({"cell_type": "markdown", "id": "reader-references", "metadata": {},
                              "source": conv.references()})

@@ -12,7 +12,10 @@ same files to check every claim the book makes about them.
 
 Layout: ``results/<experiment>/<name>.json`` at the top of the repository (``name`` is usually the profile:
 ``medium``, ``full``, or ``full-<slice>`` for part of a full grid). Run folders of ``python -m energylab run``
-(``results/<experiment>-<profile>/``, with checkpoints) are git-ignored; these files are not.
+(``results/<experiment>-<profile>/``, with checkpoints) are git-ignored; these files are not. A wheel ships the same
+files inside the package, ``energylab/_results/<experiment>/<name>.json`` (setup.py), so that the chapters run
+where the library is pip-installed (Colab); :data:`ROOT` is that folder there and the repository's ``results/`` in a
+checkout.
 """
 from __future__ import annotations
 
@@ -27,7 +30,11 @@ from typing import Any
 from energylab.engine.results import Results
 from energylab.engine.runs import read_json, write_json
 
-ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "results")
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# An installed wheel carries the committed files in the package (setup.py copies them there when it builds one); a
+# checkout has none there and reads the repository's results/ beside the package, as do its tests and chapters.
+PACKAGED = os.path.join(_PACKAGE, "_results")
+ROOT = PACKAGED if os.path.isdir(PACKAGED) else os.path.join(os.path.dirname(_PACKAGE), "results")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
 
 
@@ -66,7 +73,7 @@ def _cpu_model() -> str:
 def source_commit(repo: str | None = None) -> dict[str, Any]:
     """{"commit": HEAD's hash or None outside git, "dirty": uncommitted changes to the code a run executes (the
     energylab package and the pinned environment; notebooks and pages being edited meanwhile do not count)}."""
-    repo = repo or os.path.dirname(ROOT)
+    repo = repo or os.path.dirname(_PACKAGE)  # the checkout (the folder above the package)
 
     def git(*args):
         return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=30)

@@ -49,8 +49,8 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1, profil
     every generator, pins torch to ``threads`` CPU threads (one thread gives bit-identical floating-point sums
     run to run, which the committed outputs rely on), uses float32 matmuls at full precision, applies
     :func:`energylab.portable.configure_torch` (a no-op outside the book's pinned runs), keeps torch's warnings
-    about its own internals out of the chapter (torch >= 2.14), registers the book's plotly renderer, and returns
-    the chosen device.
+    about its own internals out of the chapter (torch >= 2.14), registers the book's plotly renderer (in Colab: the
+    one for isolated outputs, and Colab's widget manager for ipywidgets 8), and returns the chosen device.
     """
     if profiles is None:
         from energylab.experiments import common_profiles  # local: imports every experiment module
@@ -70,5 +70,18 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int = 1, profil
             pass
     from energylab import viz  # local import: viz pulls in plotly, which library users may not need
 
-    viz.use_book_renderer()
+    viz.use_book_renderer()  # in Colab, the renderer whose every output loads plotly.js itself
+    if viz.in_colab():
+        enable_colab_widgets()
     return choose_device(device)
+
+
+def enable_colab_widgets() -> bool:
+    """Let Colab draw the chapters' ipywidgets (version 8, the book's extra): Colab's own widget manager knows only
+    version 7, its custom one loads them. Returns whether it was switched on (False outside Colab)."""
+    try:
+        from google.colab import output
+    except ImportError:
+        return False
+    output.enable_custom_widget_manager()
+    return True

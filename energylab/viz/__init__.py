@@ -10,12 +10,19 @@ the ``Plotly`` global, which the website loads once from a local copy of plotly.
 is derived from the figure's content, so re-running a notebook gives byte-identical outputs
 (the notebook regression tests compare them). Figure data are rounded to :data:`FIGURE_DIGITS` significant
 digits, so that the last bits of a float (which differ between processors) never reach a page.
+
+Where each output is drawn alone, in its own frame, no page holds a ``Plotly`` global: Google Colab. There the
+renderer emits one self-contained HTML document per figure that loads plotly.js (and MathJax) from plotly's CDN,
+as plotly's own Colab renderer does (:func:`isolated_html`); :func:`use_book_renderer` picks it when it finds Colab's
+kernel, or when ``ENERGYLAB_FIGURES=isolated`` asks for it. The website and JupyterLab keep the bundle above.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import os
+import sys
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -26,12 +33,18 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
 
 
 class BookRenderer(MimetypeRenderer):
-    """Emit the plotly JSON mimetype plus a self-contained ``text/html`` div (no embedded plotly.js)."""
+    """Emit the plotly JSON mimetype plus a ``text/html`` div that draws with the page's plotly.js; with
+    ``isolated=True``, one ``text/html`` document that loads plotly.js itself (:func:`isolated_html`)."""
+
+    def __init__(self, isolated: bool = False):
+        self.isolated = isolated
 
     def to_mimebundle(self, fig_dict):
         plain = rounded(json.loads(json.dumps(fig_dict, cls=_encoder())))
         fig_json = json.dumps(plain, sort_keys=True)
         div_id = "fig-" + hashlib.sha1(fig_json.encode()).hexdigest()[:12]
+        if self.isolated:
+            return {"text/html": isolated_html(plain, div_id)}
         html = pio.to_html(
             plain,
             include_plotlyjs=False,
@@ -39,12 +52,23 @@ class BookRenderer(MimetypeRenderer):
             full_html=False,
             div_id=div_id,
             validate=False,
-            config={"displaylogo": False, "responsive": True},
+            config=PLOT_CONFIG,
         )
         spec = {"data": plain.get("data", []), "layout": plain.get("layout", {}), "config": {}}
         if plain.get("frames"):  # animations: JupyterLab's play button needs the frames too
             spec["frames"] = plain["frames"]
         return {"application/vnd.plotly.v1+json": spec, "text/html": html}
+
+
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def isolated_html(figure: dict, div_id: str) -> str:
+    """A whole HTML document drawing ``figure`` (a plotly figure as a dict, or the spec of a plotly JSON output)
+    that fetches plotly.js and MathJax from plotly's CDN itself: for a frame of its own, as Colab gives each output.
+    ``div_id`` keeps the output the same from run to run."""
+    return pio.to_html(figure, include_plotlyjs="cdn", include_mathjax="cdn", full_html=True, div_id=div_id,
+                       validate=False, default_width="100%", default_height=525, config=PLOT_CONFIG)
 
 
 FIGURE_DIGITS = 6  # significant digits kept in figure data: what a reader can see, and not the processor's last bits
@@ -71,12 +95,33 @@ def _encoder():
     return PlotlyJSONEncoder
 
 
-def use_book_renderer() -> None:
-    """Register and select the book renderer (idempotent)."""
-    if RENDERER_NAME not in pio.renderers:
-        pio.renderers[RENDERER_NAME] = BookRenderer()
-    pio.renderers.default = RENDERER_NAME
+ISOLATED_RENDERER_NAME = "energylab_isolated"
+
+
+def in_colab() -> bool:
+    """Whether this is a Google Colab kernel (it imports ``google.colab`` at start-up)."""
+    return "google.colab" in sys.modules
+
+
+def isolated_outputs() -> bool:
+    """Whether each output is drawn in a frame of its own: Colab, or ``ENERGYLAB_FIGURES=isolated`` (a host like
+    it); ``ENERGYLAB_FIGURES=page`` forces the website's renderer."""
+    asked = os.environ.get("ENERGYLAB_FIGURES", "").strip().lower()
+    if asked not in ("", "isolated", "page"):
+        raise ValueError(f"ENERGYLAB_FIGURES must be 'isolated' or 'page', got {asked!r}")
+    return asked == "isolated" or (asked == "" and in_colab())
+
+
+def use_book_renderer(isolated: bool | None = None) -> str:
+    """Register and select the book renderer (idempotent); return its name. ``isolated`` (default: see
+    :func:`isolated_outputs`) selects the one that loads plotly.js in every output."""
+    isolated = isolated_outputs() if isolated is None else isolated
+    name = ISOLATED_RENDERER_NAME if isolated else RENDERER_NAME
+    if name not in pio.renderers:
+        pio.renderers[name] = BookRenderer(isolated=isolated)
+    pio.renderers.default = name
     pio.templates.default = "plotly_white"
+    return name
 
 
 def line_figure(x, ys: dict, title: str, xaxis: str, yaxis: str, log_y: bool = False) -> go.Figure:
@@ -128,4 +173,5 @@ def live_figure(draw, **controls):
     return widgets.VBox([widgets.HBox(list(controls.values())), out])
 
 
-__all__ = ["BookRenderer", "rounded", "FIGURE_DIGITS", "use_book_renderer", "line_figure", "live_figure", "PALETTE"]
+__all__ = ["BookRenderer", "rounded", "FIGURE_DIGITS", "use_book_renderer", "isolated_html", "in_colab",
+           "isolated_outputs", "line_figure", "live_figure", "PALETTE"]

@@ -15,12 +15,16 @@ def test_every_chapter_is_current(capsys):
 
 
 def test_install_cell_uses_the_configured_repository_and_is_first():
-    assert cc.repository_url() == "https://github.com/energylab-book/energylab"
+    import yaml
+
     import energylab
 
-    # the book's own version (its git tag), not the moving main branch
-    assert cc.install_source().endswith('%pip install -q "energylab[book] @ git+https://github.com/energylab-book/'
-                                        f'energylab@v{energylab.__version__}"')
+    url = yaml.safe_load((SCRIPT.parents[1] / "_config.yml").read_text())["repository"]["url"]
+    assert cc.repository_url() == url and url.startswith("https://github.com/")
+    # the book's own version (its git tag), not the moving main branch; then the new package is importable
+    assert cc.install_source().endswith(f'%pip install -q "energylab[book] @ git+{url}@v{energylab.__version__}"\n'
+                                        "    importlib.invalidate_caches()  # the next cells import what pip just "
+                                        "installed")
     for path in cc.chapters():
         nb = json.loads(path.read_text())
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")

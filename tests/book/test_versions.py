@@ -2,6 +2,7 @@
 (pyproject.toml, CITATION.cff, CHANGELOG.md, the install cell, how_to_run, the site footer, the status page) agrees."""
 import pathlib
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -47,11 +48,47 @@ def test_changelog_starts_with_this_version_and_its_date():
 
 def test_install_cell_and_how_to_run_install_the_tag_of_this_version():
     cc = script("chapter_cells")
-    line = cc.install_source().splitlines()[-1].strip()
+    (line,) = [ln.strip() for ln in cc.install_source().splitlines() if ln.strip().startswith("%pip install")]
     assert line.endswith(f'@{bv.tag()}"') and bv.tag() == f"v{VERSION}"
     how = (ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8")
     assert line in how  # the page shows the cell's own line
     assert f"git checkout {bv.tag()}" in how and f"energylab@{bv.tag()}" in how
+    assert f"`{bv.notebooks_branch()}`" in how and bv.notebooks_branch() == f"notebooks-v{VERSION}"
+
+
+def test_the_repository_address_has_one_source():
+    """_config.yml's repository.url: every address of a GitHub repository in the book's files is it (tests aside),
+    the install cell, CITATION.cff and the reader notebooks' links follow it, and the Colab buttons open this
+    version's notebooks branch there."""
+    url = bv.repository_url()
+    assert url == yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"].rstrip("/")
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    found = {}
+    for name in files:
+        if name.startswith("tests/") or not (ROOT / name).is_file():
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        for match in re.findall(r"https?://github\.com/[\w.-]+/[\w.-]+", text):
+            found.setdefault(match.removesuffix(".git"), set()).add(name)
+    assert set(found) == {url}, found
+    assert {"CITATION.cff", "_config.yml", "book/how_to_run.md", "notebooks/01_free_energy.ipynb"} <= found[url]
+    assert script("reader_notebooks").repository_url() == f"{url}/blob/{bv.tag()}"
+    bb = script("build_book")
+    button = '<a href="https://colab.research.google.com/github/o/r/blob/main/notebooks/x.ipynb">'
+    assert bb.colab_links(button, bv.notebooks_branch()) == button.replace("/main/", f"/{bv.notebooks_branch()}/")
+    binder = '<a href="https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/notebooks/x.ipynb">'
+    assert bb.colab_links(binder, "x") == binder  # Binder opens the MyST chapters on the main branch
+
+
+def test_repository_url_needs_one(tmp_path):
+    (tmp_path / "_config.yml").write_text("title: x\nrepository:\n  branch: main\nhtml:\n  url: https://x.org\n")
+    with pytest.raises(ValueError, match="no repository.url"):
+        bv.repository_url(tmp_path)
+    (tmp_path / "_config.yml").write_text("repository:\n  branch: main\n  url: https://github.com/o/r/\n")
+    assert bv.repository_url(tmp_path) == "https://github.com/o/r"
 
 
 def test_footer_goes_into_the_staged_config_html_section():
