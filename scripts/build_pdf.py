@@ -18,7 +18,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -75,16 +74,13 @@ def print_book(page: pathlib.Path, out: pathlib.Path) -> list[str]:
     root = SINGLE / "_build" / "singlehtml"
     server, port = smoke_site.serve(root)
     smoke_site.SITE = root  # expected_content resolves paths against the served folder
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
-        proc, ws_url = smoke_site.start_chromium(profile)
-        try:
-            cdp = smoke_site.CDP(ws_url)
+    try:
+        with smoke_site.browser() as context:
             url = f"http://127.0.0.1:{port}/{page.relative_to(root).as_posix()}"
-            return smoke_site.check_page(cdp, url, page, None, timeout=300, settle=2.0, pdf=out, width=PRINT_WIDTH,
-                                         print_only=True)
-        finally:
-            smoke_site.stop_chromium(proc)
-            server.shutdown()
+            return smoke_site.check_page(context, url, page, None, timeout=300, settle=2.0, pdf=out,
+                                         width=PRINT_WIDTH, print_only=True)
+    finally:
+        server.shutdown()
 
 
 def document_starts(pdf: pathlib.Path, page: pathlib.Path) -> dict[str, int]:
@@ -161,7 +157,7 @@ def main(argv=None) -> int:
     out = site / PDF_NAME
     try:
         problems = print_book(page, out)
-    except smoke_site.CDPTimeout as err:  # e.g. printing on a machine too busy to finish in PDF_WAIT seconds
+    except smoke_site.ChromiumTimeout as err:  # e.g. printing on a machine too busy to finish in PDF_WAIT seconds
         print(f"[pdf] FAILED: timed out printing {page.relative_to(ROOT)}: {err}", file=sys.stderr, flush=True)
         return 1
     if out.exists():

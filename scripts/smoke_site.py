@@ -2,34 +2,34 @@
 
     python scripts/smoke_site.py [--screenshots DIR] [--settle SECONDS]
 
-It serves _build/html on 127.0.0.1 and opens, in Chromium driven over the DevTools protocol, the site's own
-pages (index.html, search.html with a query, genindex.html, ...), the book's pages and every chapter. Once a
-page has loaded and rendered, it keeps watching it for --settle seconds (3 by default), so that requests and
-errors from timers or lazily loaded code are seen too. A page fails if:
+It serves _build/html on 127.0.0.1 and opens, in the system's Chromium driven by Playwright, the site's own pages
+(index.html, search.html with a query, genindex.html, ...), the book's pages and every chapter. Once a page has
+loaded and rendered, it keeps watching it for --settle seconds (3 by default), so that requests and errors from
+timers or lazily loaded code are seen too (its frames' and workers' included). A page fails if:
 - it throws an exception or logs a console error (or the browser logs an error, e.g. a failed load);
 - it requests anything from a host other than 127.0.0.1 (the site must work offline);
 - MathJax did not typeset the math (a math element still shows raw TeX, or none was typeset);
-- a plotly figure's div holds no drawn SVG;
+- a plotly figure's div holds no drawn SVG, or the figures do not follow the dark theme and back;
 - a saved widget view was not rendered;
 - a live figure (a JavaScript module of book/assets/js that computes in the page: the free-energy, Hopfield and
   Newton explorers of chapters 1, 3 and 4, the sphere explorer of chapter 6) drew nothing, or its functions, run on
   fixed inputs, differ from energylab's in float64 (by more than 1e-9 relative; the sphere flow by more than 1e-6);
 - a Sudoku solver (book/assets/js/sudoku_solver.js) drew no prediction, or its JavaScript models' logits differ from
   the torch models of energylab.pretrained by more than 1e-4 at any iteration (the time from navigation to its first
-  prediction is printed);
+  prediction is printed), or its text, or a figure a control redraws, is not legible in dark mode (contrast < 4.5);
 - a redirecting page (index.html) did not arrive where it points, or the search found nothing;
 - at a 1366- or a 1920-pixel-wide window, any code cell, output, display equation or table is clipped (wider than
   its box or past the article column; an equation or table may scroll inside a visible frame instead).
 Then, without a browser: the status page lists every chapter once with no failure, and every page's download
 menu links the whole-book PDF, which exists, shows every line of code and printed output whole (pdftotext), and
 on sampled pages, seen as images (pdftoppm), has nothing in its side margins; every page, seen as an image, is
-not blank and does not end in an empty framed box.
+not blank and does not end in an empty framed box. Anything Chromium does not answer in time fails, naming it.
 Exit status 0 when every page passes.
 """
 from __future__ import annotations
 
 import argparse
-import base64
+import contextlib
 import functools
 import http.server
 import json
@@ -45,14 +45,21 @@ import threading
 import time
 import urllib.parse
 
-import websocket  # websocket-client
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+from playwright.sync_api import sync_playwright
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "html"
 SEARCH_QUERY = "attention"  # search.html is opened with this query; the book must have matching pages
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-                  "--disable-default-apps", "--disable-extensions", "--window-size=1280,2000"]
+MARKER = f"--energylab-smoke-site={os.getpid()}"  # an argument Chromium ignores, to find it by (within())
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-quic", "--disable-default-apps",
+                  "--disable-extensions", MARKER]
+# Playwright's headless defaults that would change the layout: no scrollbar (a reader's window has one, 15 px of the
+# column) and a mouse's hover and pointer media (plotly reads them); left out, pages lay out as in plain Chromium
+PLAYWRIGHT_DEFAULTS_LEFT_OUT = ["--hide-scrollbars", "--blink-settings=primaryHoverType=2,availableHoverTypes=2,"
+                                "primaryPointerType=4,availablePointerTypes=4"]
 CHECK_JS = r"""
 (() => {
   const math = [...document.querySelectorAll('div.math, span.math')];
@@ -66,14 +73,13 @@ CHECK_JS = r"""
   const solvers = [...document.querySelectorAll('div.sudoku-solver')];
   const rendered = document.querySelectorAll(
     '.jupyter-widgets.widget-container, .jupyter-widgets.widget-slider').length;
-  return JSON.stringify({math: math.length, typeset: document.querySelectorAll('mjx-container').length,
-                         raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
-                         widget_views: views, widgets_rendered: rendered, title: document.title,
-                         live_drawn: live,
-                         solvers_drawn: solvers.filter(el => el.dataset.firstPrediction).length,
-                         first_prediction_ms: solvers.map(el => +el.dataset.firstPrediction || 0),
-                         path: location.pathname, search_hits: document.querySelectorAll('ul.search li').length,
-                         search_summary: (document.querySelector('.search-summary') || {}).textContent || ''});
+  return {math: math.length, typeset: document.querySelectorAll('mjx-container').length,
+          raw_math: raw.length, figures: figs.length, undrawn: undrawn.map(e => e.id),
+          widget_views: views, widgets_rendered: rendered, title: document.title, live_drawn: live,
+          solvers_drawn: solvers.filter(el => el.dataset.firstPrediction).length,
+          first_prediction_ms: solvers.map(el => +el.dataset.firstPrediction || 0),
+          path: location.pathname, search_hits: document.querySelectorAll('ul.search li').length,
+          search_summary: (document.querySelector('.search-summary') || {}).textContent || ''};
 })()
 """
 
@@ -117,101 +123,18 @@ CLIP_JS = r"""
   }
   out.page = document.documentElement.scrollWidth > window.innerWidth + 1 ? 1 : 0;
   out.column = Math.round(article.getBoundingClientRect().width);
-  return JSON.stringify(out);
+  return out;
 })()
 """
 CLIP_WIDTHS = (1366, 1920)  # a common laptop window and a full-HD one
 KINDS = ("code", "output", "equation", "table")
 
 
-class CDPTimeout(websocket.WebSocketTimeoutException):
-    """Chromium did not answer a DevTools command in time; the message says which command and how long it waited
-    (a subclass of websocket's timeout, so the checks that let a busy page pass still catch it)."""
+class ChromiumTimeout(RuntimeError):
+    """Chromium did not answer in time; the message says what it was asked and how long it was waited for."""
 
 
-class CDP:
-    """A minimal DevTools-protocol client: send commands, collect events.
-
-    Sessions set up with ``watch`` also follow their workers and out-of-process frames: each one that starts is
-    paused, set up the same way (so its requests and errors are seen from its first line), then resumed."""
-
-    DOMAINS = ("Network", "Runtime", "Log")
-
-    def __init__(self, ws_url: str):
-        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
-        self.next_id = 0
-        self.events: list[dict] = []
-        self.replies: dict[int, dict] = {}
-        self.watched: set[str] = set()
-        self._attached: list[str] = []
-
-    def _receive(self) -> dict:
-        msg = json.loads(self.ws.recv())
-        if "id" in msg:
-            self.replies[msg["id"]] = msg
-        else:
-            self.events.append(msg)
-            if msg.get("method") == "Target.attachedToTarget" and msg.get("sessionId") in self.watched:
-                self._attached.append(msg["params"]["sessionId"])
-        return msg
-
-    def send(self, method: str, session: str | None = None, wait: float = 60, **params):
-        """Send a command and return its result, waiting up to ``wait`` seconds for the reply (printing a
-        170-page book on a loaded machine takes minutes)."""
-        self.next_id += 1
-        msg_id = self.next_id
-        msg = {"id": msg_id, "method": method, "params": params}
-        if session:
-            msg["sessionId"] = session
-        self.ws.send(json.dumps(msg))
-        deadline = time.time() + wait
-        while msg_id not in self.replies:
-            try:
-                self._receive()
-            except websocket.WebSocketTimeoutException:
-                if time.time() > deadline:
-                    raise CDPTimeout(f"Chromium did not answer {method} in {wait:.0f} s") from None
-        reply = self.replies.pop(msg_id)
-        self._follow()
-        if "error" in reply:
-            raise RuntimeError(f"{method}: {reply['error']}")
-        return reply.get("result", {})
-
-    def watch(self, session: str, page: bool = False) -> None:
-        """Enable the events the checks read on ``session`` and follow the targets it starts. For a page every
-        command must succeed; a worker or frame may lack a domain, or be gone already, which is let pass."""
-        self.watched.add(session)
-        commands = [(f"{domain}.enable", {}) for domain in ("Page",) * page + self.DOMAINS]
-        commands.append(("Target.setAutoAttach", {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True}))
-        if not page:
-            commands.append(("Runtime.runIfWaitingForDebugger", {}))  # it was paused when it started
-        for method, params in commands:
-            try:
-                self.send(method, session, **params)
-            except RuntimeError:
-                if page:
-                    raise
-
-    def _follow(self) -> None:
-        while self._attached:
-            self.watch(self._attached.pop(0))
-
-    def pump(self, seconds: float, until: str | None = None) -> bool:
-        """Collect events for up to ``seconds``; return early (True) once an event named ``until`` arrives."""
-        end = time.time() + seconds
-        self.ws.settimeout(0.2)
-        try:
-            while time.time() < end:
-                try:
-                    event = self._receive()
-                except websocket.WebSocketTimeoutException:
-                    continue
-                self._follow()
-                if until and event.get("method") == until:
-                    return True
-            return False
-        finally:
-            self.ws.settimeout(60)
+ERRORS = (PlaywrightError, RuntimeError, KeyError, TypeError, ValueError)  # what a check reports as a problem
 
 
 def serve(directory: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, int]:
@@ -219,12 +142,11 @@ def serve(directory: pathlib.Path) -> tuple[http.server.ThreadingHTTPServer, int
         def log_message(self, *args):  # keep the test log readable
             pass
 
-    handler = functools.partial(QuietHandler, directory=str(directory))
     class QuietServer(http.server.ThreadingHTTPServer):
         def handle_error(self, request, client_address):  # the browser closing a connection early is fine
             pass
 
-    server = QuietServer(("127.0.0.1", 0), handler)
+    server = QuietServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(directory)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, server.server_address[1]
 
@@ -234,31 +156,109 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def start_chromium(profile_dir: str) -> tuple[subprocess.Popen, str]:
+@contextlib.contextmanager
+def browser():
+    """A context (1280 x 2000 CSS pixels) of the system's headless Chromium, driven by Playwright (no browser is
+    downloaded); Chromium is closed on leaving."""
     exe = chromium()
     if exe is None:
         sys.exit("smoke_site: Chromium not found (Debian: apt-get install chromium)")
-    # its own process group, so that stop_chromium ends the renderers and helpers too
-    proc = subprocess.Popen([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile_dir}", "--remote-debugging-port=0",
-                             "about:blank"], stderr=subprocess.PIPE, text=True, start_new_session=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        match = re.search(r"DevTools listening on (ws://\S+)", line)
-        if match:
-            return proc, match.group(1)
-    stop_chromium(proc)
-    sys.exit("smoke_site: Chromium did not start")
+    with sync_playwright() as playwright:
+        try:
+            chrome = playwright.chromium.launch(executable_path=exe, args=CHROMIUM_FLAGS,
+                                                ignore_default_args=PLAYWRIGHT_DEFAULTS_LEFT_OUT)
+        except PlaywrightError as err:
+            sys.exit(f"smoke_site: Chromium did not start ({str(err).splitlines()[0]})")
+        try:
+            yield chrome.new_context(viewport={"width": 1280, "height": 2000})
+        finally:
+            with contextlib.suppress(PlaywrightError):  # killed already by within()
+                chrome.close()
 
 
-def stop_chromium(proc: subprocess.Popen) -> None:
-    """Kill Chromium's whole process group and wait for it: a helper still writing into the profile folder made
-    its removal fail once, after every page had passed."""
+@contextlib.contextmanager
+def within(seconds: float, what: str):
+    """Run the block, for Playwright calls that have no timeout of their own (page.pdf, a resize): if it takes more
+    than ``seconds``, this process's Chromium (the one started with MARKER) is killed, which ends the call, and
+    ChromiumTimeout is raised naming ``what``."""
+    def kill():
+        fired.set()
+        for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):
+                if MARKER.encode() in cmdline.read_bytes().split(b"\0"):
+                    os.kill(int(cmdline.parent.name), signal.SIGKILL)
+
+    fired, watchdog = threading.Event(), threading.Timer(seconds, kill)
+    watchdog.start()
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=30)
+        yield
+    except PlaywrightError:
+        if fired.is_set():
+            raise ChromiumTimeout(f"Chromium did not answer {what} in {seconds:.0f} s") from None
+        raise
+    finally:
+        watchdog.cancel()
+
+
+def resize(page, width: int, height: int) -> None:
+    """The viewport ``width`` x ``height`` CSS pixels (a page whose thread is stuck never acknowledges it)."""
+    with within(60, f"a resize to {width} x {height} px of {page.url}"):
+        page.set_viewport_size({"width": width, "height": height})
+
+
+def evaluate(page, expression: str, what: str, wait: float = 60):
+    """The value of the JavaScript ``expression`` in ``page`` (awaited when a promise), passed back as JSON (float64
+    numbers round-trip exactly). Raises ChromiumTimeout naming ``what`` if there is no answer in ``wait`` seconds
+    (Playwright times the wait, so also when the page's thread is stuck), RuntimeError if the expression throws
+    (caught in the page: an uncaught rejection would count as the page's own error)."""
+    try:
+        handle = page.wait_for_function("async () => { try { return {value: JSON.stringify(await (" + expression
+                                        + "\n))}; } catch (e) { return {error: String(e && e.stack || e)}; } }",
+                                        timeout=wait * 1000)
+    except PlaywrightTimeout:
+        raise ChromiumTimeout(f"Chromium did not answer {what} in {wait:.0f} s") from None
+    reply = handle.json_value()
+    if "error" in reply:
+        raise RuntimeError(f"{what}: {reply['error'].splitlines()[0]}")
+    return json.loads(reply["value"])
+
+
+class Watch:
+    """What a page does that a reader would see as a fault, in order: requests to a host other than this one,
+    uncaught exceptions, console errors and the browser's own errors (a failed load). Playwright reports those of
+    the page's frames and workers too."""
+
+    def __init__(self, page):
+        self.problems: list[str] = []
+        self.loaded: float | None = None
+        page.on("load", self.load)
+        page.on("request", lambda request: self.request(request.url))
+        page.on("websocket", lambda socket: self.request(socket.url))
+        page.on("pageerror", self.exception)
+        page.on("console", self.console)
+
+    def load(self, *_) -> None:
+        self.loaded = self.loaded or time.monotonic()
+
+    def request(self, url: str) -> None:
+        if url.startswith(("http", "ws")) and urllib.parse.urlparse(url).hostname not in ("127.0.0.1", "localhost"):
+            late = time.monotonic() - self.loaded if self.loaded is not None else 0
+            self.problems.append(f"request to a non-local host: {url}"
+                                 + (f" ({late:.1f} s after the load event)" if late > 0 else ""))
+
+    def exception(self, err) -> None:
+        text = err.stack or (f"{err.name}: {err.message}" if err.name else err.message)
+        self.problems.append(f"uncaught exception: {text.splitlines()[0] if text else err}")
+
+    def console(self, msg) -> None:
+        url = msg.location.get("url", "")
+        if msg.type != "error":
+            return
+        if msg.args:  # console.error(...) in the page; the browser's own entries have no arguments
+            self.problems.append(f"console.error: {msg.text}")
+        # the browser asks for /favicon.ico by itself on a page with no icon link (index.html's redirect)
+        elif urllib.parse.urlparse(url).path != "/favicon.ico":
+            self.problems.append(f"browser error: {msg.text} {url}")
 
 
 def expected_content(html_file: pathlib.Path, query: str = "") -> dict:
@@ -290,79 +290,56 @@ def rendered(result: dict, expected: dict) -> bool:
             and (not expected["search"] or result["search_summary"].strip() != ""))  # the search has finished
 
 
-def evaluate_checks(cdp: CDP, session: str) -> dict | None:
-    """Run CHECK_JS in the page; None while there is no document to ask (e.g. in the middle of a redirect)."""
+def guarded(failed: str, check, page) -> list[str]:
+    """``check(page)``'s problems, or if it could not be run in the page (an exception, a timeout) ``failed`` and
+    why."""
     try:
-        drawn = {name: selector for name, (selector, _) in LIVE_FIGURES.items()}
-        reply = cdp.send("Runtime.evaluate", session, expression=CHECK_JS.replace("LIVE_DRAWN", json.dumps(drawn)),
-                         returnByValue=True)
-        return json.loads(reply["result"]["value"])
-    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException):
-        # a page busy for a minute (a software-rendered 3-D scene on a loaded CI machine) is not yet an answer:
-        # the caller keeps polling until its own timeout, which reports what was missing
-        return None
+        return check(page)
+    except ERRORS as err:
+        return [f"{failed} ({err})"]
 
 
-def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
+def check_page(context, url: str, html_file: pathlib.Path, screenshot: pathlib.Path | None,
                timeout: float = 90.0, settle: float = 3.0, pdf: pathlib.Path | None = None,
                width: int | None = None, clip_widths: tuple[int, ...] | None = None,
                clip_counts: dict | None = None, print_only: bool = False) -> list[str]:
-    """Open ``url`` in a new tab, wait until it has rendered, and return what a reader would find wrong (empty
-    when nothing). With ``pdf``, the rendered page is then printed there (scripts/build_pdf.py); ``width`` sets
-    the viewport's width in CSS pixels first (figures are laid out for it). ``clip_widths``: window widths at which
-    clipped code, outputs, equations and tables are counted (a problem when any is); the counts are added into
-    ``clip_counts`` ({width: {kind: n}}). With ``print_only`` (scripts/build_pdf.py), the page is only waited for
-    (loaded, math typeset, figures, live figures and solvers drawn, no error) and printed: the comparisons with
-    energylab, the dark-mode and the solver checks are the smoke test's, and printing does not depend on them."""
-    target = cdp.send("Target.createTarget", url="about:blank")["targetId"]
-    session = cdp.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-    cdp.watched.clear()
-    cdp.watch(session, page=True)
+    """Open ``url`` in a new page of ``context`` (browser()), wait until it has rendered, and return what a reader
+    would find wrong (empty when nothing). With ``pdf``, the rendered page is then printed there
+    (scripts/build_pdf.py); ``width`` sets the viewport's width in CSS pixels first (figures are laid out for it).
+    ``clip_widths``: window widths at which clipped code, outputs, equations and tables are counted (a problem when
+    any is); the counts are added into ``clip_counts`` ({width: {kind: n}}). With ``print_only``
+    (scripts/build_pdf.py), the page is only waited for (loaded, math typeset, figures, live figures and solvers
+    drawn, no error) and printed: the comparisons with energylab, the dark-mode and the solver checks are the smoke
+    test's, and printing does not depend on them."""
+    page = context.new_page()
     if width is not None:
-        cdp.send("Emulation.setDeviceMetricsOverride", session, width=width, height=2000, deviceScaleFactor=1,
-                 mobile=False)
-    cdp.events.clear()
-    cdp.send("Page.navigate", session, url=url)
-    problems = []
-    if not cdp.pump(timeout, until="Page.loadEventFired"):
+        resize(page, width, 2000)
+    watch, problems = Watch(page), []
+    try:
+        page.goto(url, wait_until="load", timeout=timeout * 1000)
+    except PlaywrightTimeout:
         problems.append(f"page did not finish loading in {timeout:.0f} s")
+    except PlaywrightError as err:
+        problems.append(f"page could not be opened: {str(err).splitlines()[0]}")
     # then wait (polling) until MathJax has typeset, plotly has drawn and widgets have rendered, or time runs out
     expected = expected_content(html_file, urllib.parse.urlparse(url).query)
-    deadline = time.time() + timeout
-    result = None
+    checks = CHECK_JS.replace("LIVE_DRAWN", json.dumps({name: drawn for name, (drawn, _) in LIVE_FIGURES.items()}))
+    deadline, result = time.time() + timeout, None
     while True:
-        result = evaluate_checks(cdp, session) or result
+        # no document (in the middle of a redirect) or a page busy for a minute (a software-rendered 3-D scene on a
+        # loaded CI machine) is not yet an answer: polling goes on until the timeout, which reports what is missing
+        with contextlib.suppress(*ERRORS):
+            result = evaluate(page, checks, "the page's checks", wait=max(1.0, deadline - time.time()))
         if (result and rendered(result, expected)) or time.time() > deadline:
             break
-        cdp.pump(0.5)
+        page.wait_for_timeout(500)
     if result is None:
         result = {"math": 0, "typeset": 0, "raw_math": 0, "figures": 0, "undrawn": [], "widgets_rendered": 0,
                   "path": "?", "search_hits": 0, "search_summary": ""}
         problems.append("the page could not be inspected (no document)")
     # keep watching: a timer, a lazily loaded module or a late widget may still fetch something or fail
-    cdp.pump(settle)
-    mine = [ev for ev in cdp.events if ev.get("sessionId") in cdp.watched]  # the page, its workers and frames
-    load = next((ev["params"]["timestamp"] for ev in mine if ev.get("method") == "Page.loadEventFired"), None)
-    for ev in mine:
-        method, params = ev.get("method"), ev.get("params", {})
-        if method == "Network.requestWillBeSent":
-            req_url = params["request"]["url"]
-            host = urllib.parse.urlparse(req_url).hostname
-            if req_url.startswith(("http", "ws")) and host not in ("127.0.0.1", "localhost"):
-                late = params.get("timestamp", 0) - load if load is not None else 0
-                problems.append(f"request to a non-local host: {req_url}"
-                                + (f" ({late:.1f} s after the load event)" if late > 0 else ""))
-        elif method == "Runtime.exceptionThrown":
-            details = params["exceptionDetails"]
-            text = details.get("exception", {}).get("description") or details.get("text")
-            problems.append(f"uncaught exception: {text.splitlines()[0] if text else details}")
-        elif method == "Runtime.consoleAPICalled" and params.get("type") == "error":
-            problems.append("console.error: " + " ".join(str(a.get("value", a.get("description", "")))
-                                                         for a in params.get("args", [])))
-        elif (method == "Log.entryAdded" and params["entry"].get("level") == "error"
-              # the browser asks for /favicon.ico by itself on a page with no icon link (index.html's redirect)
-              and urllib.parse.urlparse(params["entry"].get("url", "")).path != "/favicon.ico"):
-            problems.append(f"browser error: {params['entry'].get('text')} {params['entry'].get('url', '')}")
+    page.wait_for_timeout(settle * 1000)
+    problems += watch.problems
     if result["math"] < expected["math"]:
         problems.append(f"page incomplete: {result['math']} of {expected['math']} math elements in the DOM")
     if expected["math"] and (result["raw_math"] or not result["typeset"]):
@@ -378,13 +355,12 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
         drawn = result.get("live_drawn", {}).get(name, 0)
         if drawn < n:
             problems.append(f"{name}: {n} in the page, {drawn} drawn")
-        if print_only:
-            continue
-        started = time.perf_counter()
-        problems += LIVE_FIGURES[name][1](cdp, session)
-        print(f"  {name}: checked against energylab in {time.perf_counter() - started:.2f} s", flush=True)
+        if not print_only:
+            started = time.perf_counter()
+            problems += guarded(f"{name}: its functions could not be run", LIVE_FIGURES[name][1], page)
+            print(f"  {name}: checked against energylab in {time.perf_counter() - started:.2f} s", flush=True)
     if expected["figures"] and not print_only:
-        problems += check_dark_figures(cdp, session)
+        problems += guarded("dark mode: the figures could not be switched", check_dark_figures, page)
     if expected.get("solvers"):
         drawn = result.get("solvers_drawn", 0)
         if drawn < expected["solvers"]:
@@ -393,62 +369,45 @@ def check_page(cdp: CDP, url: str, html_file: pathlib.Path, screenshot: pathlib.
             print(f"  sudoku solver: first prediction {max(result['first_prediction_ms']):.0f} ms after navigation "
                   f"started", flush=True)
         if not print_only:
-            problems += check_sudoku_solver(cdp, session)
+            problems += guarded("sudoku solver: could not be run", check_sudoku_solver, page)
     if not print_only and (expected.get("solvers") or expected.get("live", {}).get("sphere-explorer")):
-        problems += check_dark_live(cdp, session)
+        problems += guarded("dark mode: the solver and redrawn figures could not be measured", check_dark_live, page)
     if expected["redirect"] and result["path"] != expected["redirect"]:
         problems.append(f"redirect: should lead to {expected['redirect']}, stayed at {result['path']}")
     if expected["search"] and not result["search_hits"]:
         problems.append(f"search: no results ({result['search_summary'].strip() or 'the search did not finish'})")
     clips = {}
     for clip_width in (clip_widths or ()):
-        clips[clip_width] = measure_clipping(cdp, session, clip_width)
-        counts = clips[clip_width]["clipped"]
-        if sum(counts.values()) or clips[clip_width]["page"]:
-            problems.append(f"clipped at {clip_width} px: " + ", ".join(f"{counts[k]} {k}" for k in KINDS)
-                            + (", the page scrolls sideways" if clips[clip_width]["page"] else "")
-                            + f" (e.g. {'; '.join(clips[clip_width]['examples'][:2])})")
+        clips[clip_width] = clip = measure_clipping(page, clip_width)
+        if sum(clip["clipped"].values()) or clip["page"]:
+            problems.append(f"clipped at {clip_width} px: " + ", ".join(f"{clip['clipped'][k]} {k}" for k in KINDS)
+                            + (", the page scrolls sideways" if clip["page"] else "")
+                            + f" (e.g. {'; '.join(clip['examples'][:2])})")
+        for key in ("clipped", "scrolled", "total") if clip_counts is not None else ():
+            for kind, n in clip[key].items():
+                clip_counts.setdefault(clip_width, {}).setdefault(key, dict.fromkeys(KINDS, 0))[kind] += n
     if clip_widths and width is not None:
-        cdp.send("Emulation.setDeviceMetricsOverride", session, width=width, height=2000, deviceScaleFactor=1,
-                 mobile=False)
+        resize(page, width, 2000)
     if screenshot is not None:
-        metrics = cdp.send("Page.getLayoutMetrics", session)["cssContentSize"]
-        clip = {"x": 0, "y": 0, "width": metrics["width"], "height": min(metrics["height"], 16000), "scale": 0.5}
-        shot = cdp.send("Page.captureScreenshot", session, format="png", clip=clip, captureBeyondViewport=True)["data"]
-        screenshot.write_bytes(base64.b64decode(shot))
+        size = evaluate(page, "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]",
+                        "the page's size")
+        page.screenshot(path=screenshot, full_page=True, timeout=timeout * 1000,
+                        clip={"x": 0, "y": 0, "width": size[0], "height": min(size[1], 16000)})
     if pdf is not None:
-        problems += print_to_pdf(cdp, session, pdf)
-    cdp.send("Target.closeTarget", targetId=target)
-    for clip_width, clip in clips.items():
-        if clip_counts is not None:
-            for key in ("clipped", "scrolled", "total"):
-                for kind, n in clip[key].items():
-                    totals = clip_counts.setdefault(clip_width, {}).setdefault(key, dict.fromkeys(KINDS, 0))
-                    totals[kind] += n
+        problems += print_to_pdf(page, pdf)
+    with within(60, f"closing {page.url}"):
+        page.close()
     clipped = "  clipped " + "/".join(str(sum(c["clipped"].values())) for c in clips.values()) if clips else ""
     print(f"  {url.split('/', 3)[-1]:45s} math {result['typeset']:4d}  figures {result['figures']:2d}  "
           f"widgets {result['widgets_rendered']:2d}{clipped}  {'OK' if not problems else 'FAIL'}", flush=True)
     return problems
 
 
-def measure_clipping(cdp: CDP, session: str, width: int, min_scale: float = 0.7, settle: float = 1.0) -> dict:
+def measure_clipping(page, width: int, min_scale: float = 0.7, settle: float = 1.0) -> dict:
     """Lay the page out ``width`` CSS pixels wide and count its clipped code, outputs, equations and tables."""
-    cdp.send("Emulation.setDeviceMetricsOverride", session, width=width, height=900, deviceScaleFactor=1,
-             mobile=False)
-    cdp.pump(settle)  # the page refits its equations on resize (reading.js)
-    reply = cdp.send("Runtime.evaluate", session, expression=CLIP_JS % min_scale, returnByValue=True)
-    return json.loads(reply["result"]["value"])
-
-
-def page_json(cdp: CDP, session: str, expression: str, wait: float = 60):
-    """The value of a JavaScript ``expression`` evaluated in the page, passed back as JSON (float64 numbers round-trip
-    exactly); an exception thrown in the page raises RuntimeError."""
-    reply = cdp.send("Runtime.evaluate", session, wait=wait, expression=f"JSON.stringify({expression})",
-                     returnByValue=True)
-    if "exceptionDetails" in reply:
-        details = reply["exceptionDetails"]
-        raise RuntimeError(details.get("exception", {}).get("description") or details.get("text"))
-    return json.loads(reply["result"]["value"])
+    resize(page, width, 900)
+    page.wait_for_timeout(settle * 1000)  # the page refits its equations on resize (reading.js)
+    return evaluate(page, CLIP_JS % min_scale, f"the clipping check at {width} px")
 
 
 def js_call(function: str, *args) -> str:
@@ -466,7 +425,7 @@ FLOW_CASES = [dict(n=7, d=3, heads=1, preset="symmetric", normalized=True, metho
 FLOW_TOL = 1e-6
 
 
-def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
+def check_sphere_flow(page) -> list[str]:
     """The page's SphereFlow.simulate against energylab.flows.simulate on FLOW_CASES (max |difference| <= 1e-6)."""
     import torch
 
@@ -481,11 +440,7 @@ def check_sphere_flow(cdp: CDP, session: str) -> list[str]:
         want = flows.simulate(x0, w, config).x[:, 0]  # (S, N, d)
         expr = js_call("SphereFlow.simulate", x0[0], {k: getattr(w, k) for k in "QKV"},
                        {k: case[k] for k in ("beta", "normalized", "step", "steps", "method")})
-        try:
-            got = torch.tensor(page_json(cdp, session, expr), dtype=torch.float64)
-        except (RuntimeError, KeyError, TypeError, ValueError) as err:
-            problems.append(f"sphere explorer: SphereFlow.simulate could not be run ({err})")
-            break
+        got = torch.tensor(evaluate(page, expr, "SphereFlow.simulate"), dtype=torch.float64)
         err = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
         if err > FLOW_TOL:
             problems.append(f"sphere explorer: the page's integrator differs from energylab.flows by {err:.2e} "
@@ -513,17 +468,13 @@ DARK_FIGURES = """(async () => {
   const dark = look();
   document.documentElement.dataset.theme = 'light';
   await settle();
-  return JSON.stringify({before, dark, after: look()});
+  return {before, dark, after: look()};
 })()"""
 
 
-def check_dark_figures(cdp: CDP, session: str) -> list[str]:
+def check_dark_figures(page) -> list[str]:
     """The page's figures switched to the dark theme and back (problems, empty when fine)."""
-    try:
-        reply = cdp.send("Runtime.evaluate", session, expression=DARK_FIGURES, awaitPromise=True, returnByValue=True)
-        looks = json.loads(reply["result"]["value"])
-    except (RuntimeError, KeyError, TypeError, ValueError) as err:
-        return [f"dark mode: the figures could not be switched ({err})"]
+    looks = evaluate(page, DARK_FIGURES, "the dark-mode switch of the figures")
     problems = []
     for i, (paper, font, under) in enumerate(looks["dark"]):
         if paper.replace(" ", "") != "rgba(0,0,0,0)" or font.lower() != "#ced6dd":
@@ -617,22 +568,14 @@ DARK_LIVE_JS = "(async () => {" + CONTRAST_JS + r"""
   });
   document.documentElement.dataset.theme = 'light';
   await settle(400);
-  return JSON.stringify(result);
+  return result;
 })()""".replace("%(min)s", str(MIN_CONTRAST))
 
 
-def check_dark_live(cdp: CDP, session: str) -> list[str]:
+def check_dark_live(page) -> list[str]:
     """The solver's text legible in both modes and the redrawn figures on the dark page (problems, empty when
     fine); the lowest contrast ratios are printed."""
-    try:
-        reply = cdp.send("Runtime.evaluate", session, expression=DARK_LIVE_JS, awaitPromise=True, returnByValue=True,
-                         wait=120)
-        if "exceptionDetails" in reply:
-            details = reply["exceptionDetails"]
-            raise RuntimeError(details.get("exception", {}).get("description") or details.get("text"))
-        looks = json.loads(reply["result"]["value"])
-    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
-        return [f"dark mode: the solver and redrawn figures could not be measured ({err})"]
+    looks = evaluate(page, DARK_LIVE_JS, "the dark-mode contrast check", wait=120)
     problems = []
     solver = looks["solver"]
     if solver["light"] or solver["dark"]:
@@ -669,13 +612,10 @@ def relative_error(got, want) -> float:
     return float((got - want).abs().max() / want.abs().max().clamp_min(1e-300))
 
 
-def check_live_figure(cdp: CDP, session: str, figure: str, calls: list[tuple[str, str, object]]) -> list[str]:
+def check_live_figure(page, figure: str, calls: list[tuple[str, str, object]]) -> list[str]:
     """Evaluate every JavaScript expression of ``calls`` [(what, expression, energylab's value)] in the page, in one
     evaluation, and compare: a problem for each result further than LIVE_TOL (relative) from energylab's."""
-    try:
-        results = page_json(cdp, session, "[" + ", ".join(expr for _, expr, _ in calls) + "]")
-    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
-        return [f"{figure}: its functions could not be run ({err})"]
+    results = evaluate(page, "[" + ", ".join(expr for _, expr, _ in calls) + "]", f"{figure}'s functions")
     problems, worst = [], 0.0
     for (what, _, want), got in zip(calls, results):
         err = relative_error(got, want)
@@ -686,7 +626,7 @@ def check_live_figure(cdp: CDP, session: str, figure: str, calls: list[tuple[str
     return problems
 
 
-def check_free_energy_explorer(cdp: CDP, session: str) -> list[str]:
+def check_free_energy_explorer(page) -> list[str]:
     """FreeEnergyExplorer's weights, F* and F(p) against energylab.forms.free_energy: chapter 1's energies and random
     ones, over the figure's range of T, F(p) at the Boltzmann weights and at weights with a zero entry."""
     import torch
@@ -709,10 +649,10 @@ def check_free_energy_explorer(cdp: CDP, session: str) -> list[str]:
                        fe.free_energy_of_weights(p, E, T)),
                       (f"freeEnergyOfWeights(q, E, {T})", js_call("FreeEnergyExplorer.freeEnergyOfWeights", q, E, T),
                        fe.free_energy_of_weights(q, E, T))]
-    return check_live_figure(cdp, session, "free-energy-explorer", calls)
+    return check_live_figure(page, "free-energy-explorer", calls)
 
 
-def check_hopfield_explorer(cdp: CDP, session: str) -> list[str]:
+def check_hopfield_explorer(page) -> list[str]:
     """HopfieldExplorer's energy, step and retrieve against energylab.forms.hopfield and
     energylab.experiments.hopfield.retrieve: random patterns and states at three β, and the page's own digits with
     its corrupted queries (as the figure draws them), retrieved for 12 steps."""
@@ -729,22 +669,20 @@ def check_hopfield_explorer(cdp: CDP, session: str) -> list[str]:
                    hopfield.hopfield_energy(xi, X, beta)),
                   (f"step(xi, X, {beta})", js_call("HopfieldExplorer.step", xi, X, beta),
                    xi + hopfield.hopfield_update(xi, X, beta))]
-    try:
-        page = page_json(cdp, session, "{X: HopfieldExplorer.patterns(), "
-                         "queries: [[3, 0.2, 0], [8, 0.35, 5]].map(a => HopfieldExplorer.corrupt(...a))}")
-    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
-        return [f"hopfield-explorer: its digits could not be read ({err})"]
-    digits = torch.tensor(page["X"], dtype=torch.float64)
-    for k, query in enumerate(page["queries"]):
+    page_digits = evaluate(page, "{X: HopfieldExplorer.patterns(), "
+                           "queries: [[3, 0.2, 0], [8, 0.35, 5]].map(a => HopfieldExplorer.corrupt(...a))}",
+                           "HopfieldExplorer's digits")
+    digits = torch.tensor(page_digits["X"], dtype=torch.float64)
+    for k, query in enumerate(page_digits["queries"]):
         for beta in (2.0, 16.0):
             run = hp.retrieve(torch.tensor([query], dtype=torch.float64), digits, beta, steps=12)
             expr = js_call("HopfieldExplorer.retrieve", query, digits, beta, 12)
             calls += [(f"retrieve(query {k}, digits, {beta}, 12).states", expr + ".states", run.states[:, 0]),
                       (f"retrieve(query {k}, digits, {beta}, 12).energies", expr + ".energies", run.energies[:, 0])]
-    return check_live_figure(cdp, session, "hopfield-explorer", calls)
+    return check_live_figure(page, "hopfield-explorer", calls)
 
 
-def check_newton_explorer(cdp: CDP, session: str) -> list[str]:
+def check_newton_explorer(page) -> list[str]:
     """NewtonExplorer's F*, gradient and Newton directions and trajectories against energylab.forms.free_energy,
     energylab.forms.newton and energylab.descent.descend: a random instance in d = 3 (the catalog's att2nd sampler)
     and the figure's own instance in the plane, with the figure's default step and another."""
@@ -766,10 +704,7 @@ def check_newton_explorer(cdp: CDP, session: str) -> list[str]:
                    fe.softmax_free_energy_update(z, H, W, T)),
                   (f"newtonDirection(z{k})", js_call("NewtonExplorer.newtonDirection", z, H, W, T),
                    newton.att2nd_update(z, H, W, T))]
-    try:
-        inst = page_json(cdp, session, "NewtonExplorer.INSTANCE")
-    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
-        return [f"newton-explorer: its instance could not be read ({err})"]
+    inst = evaluate(page, "NewtonExplorer.INSTANCE", "NewtonExplorer's instance")
     H2, W2, z0 = (torch.tensor(inst[k], dtype=torch.float64) for k in ("H", "W", "z0"))
     runs = [(zs[0], H, W, T, 0.5, 8), (z0, H2, W2, inst["T"], 1.0, 30), (z0, H2, W2, 0.8, 0.5, 30)]
     for start, H_, W_, T_, eta, steps in runs:
@@ -781,7 +716,7 @@ def check_newton_explorer(cdp: CDP, session: str) -> list[str]:
                        run.states),
                       (f"descend({method}, d = {start.numel()}, T = {T_}, eta = {eta}).energies", expr + ".energies",
                        run.energies)]
-    return check_live_figure(cdp, session, "newton-explorer", calls)
+    return check_live_figure(page, "newton-explorer", calls)
 
 
 # the live figures: the class of their div, what in the div shows that it is drawn, the check against the library
@@ -797,7 +732,7 @@ SOLVER_BOARDS = 2
 SOLVER_TOL = 1e-4  # max |logit difference|: float64 JavaScript over float32 weights against torch's float32
 
 
-def check_sudoku_solver(cdp: CDP, session: str) -> list[str]:
+def check_sudoku_solver(page) -> list[str]:
     """Every model a solver on the page offers, run by the page's SudokuSolver on fixed boards for 4T iterations:
     every iteration's logits within SOLVER_TOL of energylab.pretrained's torch model run in float64, and up to T/2 of
     the float32 model too (and Hyper-SET's two energies within 1e-5 relative of HyperSETLayer.energies)."""
@@ -805,33 +740,24 @@ def check_sudoku_solver(cdp: CDP, session: str) -> list[str]:
 
     from energylab import pretrained
 
-    problems = []
-    try:
-        reply = cdp.send("Runtime.evaluate", session, returnByValue=True, expression=(
-            "JSON.stringify([...new Set([...document.querySelectorAll('div.sudoku-solver')]"
-            ".flatMap(d => (d.dataset.models || '').split(',').map(s => s.trim()).filter(Boolean)))])"))
-        names = json.loads(reply["result"]["value"])
-    except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
-        return [f"sudoku solver: could not list its models ({err})"]
+    names = evaluate(page, "[...new Set([...document.querySelectorAll('div.sudoku-solver')].flatMap(d => "
+                     "(d.dataset.models || '').split(',').map(s => s.trim()).filter(Boolean)))]", "the solvers' models")
     if not names:
         return ["sudoku solver: the page's solvers offer no model"]
     boards = [p.ravel().tolist() for s in ("4x4-id", "4x4-ood") for p in pretrained.boards(s)[0][:SOLVER_BOARDS]]
     tokens = torch.tensor(boards + [[0] * 16])  # (2 SOLVER_BOARDS + 1, 16)
-    worst = worst32 = 0.0
+    problems, worst, worst32 = [], 0.0, 0.0
     for name in names:
         if name not in pretrained.names():
             problems.append(f"sudoku solver: the page offers {name!r}, which energylab.pretrained does not have")
             continue
         model = pretrained.load(name)
         T = 4 * model.config.iterations
-        expr = (f"SudokuSolver.load({json.dumps(name)}).then(m => JSON.stringify("
-                f"{json.dumps(tokens.tolist())}.map(b => SudokuSolver.run(m, b, {T}))))")
-        try:
-            # 4T iterations on 5 boards: well under a second of CPU, but a loaded CI machine may give it little
-            reply = cdp.send("Runtime.evaluate", session, wait=300, expression=expr, returnByValue=True,
-                             awaitPromise=True)
-            out = json.loads(reply["result"]["value"])
-        except (RuntimeError, KeyError, TypeError, ValueError, websocket.WebSocketTimeoutException) as err:
+        expr = (f"SudokuSolver.load({json.dumps(name)}).then(m => "
+                f"{json.dumps(tokens.tolist())}.map(b => SudokuSolver.run(m, b, {T})))")
+        try:  # 4T iterations on 5 boards: well under a second of CPU, but a loaded CI machine may give it little
+            out = evaluate(page, expr, f"SudokuSolver.run for {name}", wait=300)
+        except ERRORS as err:
             problems.append(f"sudoku solver: SudokuSolver.run could not be run for {name} ({err})")
             continue
         got = torch.tensor([o["logits"] for o in out], dtype=torch.float64)  # (B, T, N, n)
@@ -862,20 +788,18 @@ def check_sudoku_solver(cdp: CDP, session: str) -> list[str]:
 
 
 PDF_WAIT = 900  # seconds for Chromium to lay out and print the single-page book (about 200 s on two busy cores)
-
-
 PRINT_MIN_SCALE = 0.4  # the smallest font scale for a display equation on paper (book/assets/js/reading.js)
 
 
-def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> list[str]:
-    """Print the page in ``session`` (A4, backgrounds, the page's print CSS) to ``path``, streamed in chunks; what
-    would be clipped on paper (empty when nothing). The page is laid out with its print CSS first, its equations
-    fitted to the paper, and its code, outputs, equations and tables counted as for the website (paper cannot
-    scroll, so an equation or a table in a scrolling frame counts as clipped)."""
-    cdp.send("Emulation.setEmulatedMedia", session, media="print")
-    cdp.pump(1.0)
-    reply = cdp.send("Runtime.evaluate", session, expression=CLIP_JS % PRINT_MIN_SCALE, returnByValue=True)
-    clip = json.loads(reply["result"]["value"])
+def print_to_pdf(page, path: pathlib.Path) -> list[str]:
+    """Print ``page`` (A4, backgrounds, the page's print CSS) to ``path``; what would be clipped on paper (empty
+    when nothing). The page is laid out with its print CSS first, its equations fitted to the paper, and its code,
+    outputs, equations and tables counted as for the website (paper cannot scroll, so an equation or a table in a
+    scrolling frame counts as clipped). ChromiumTimeout if printing takes more than PDF_WAIT seconds."""
+    with within(60, f"the print media of {page.url}"):
+        page.emulate_media(media="print")
+    page.wait_for_timeout(1000)
+    clip = evaluate(page, CLIP_JS % PRINT_MIN_SCALE, "the clipping check on paper")
     problems = []
     if sum(clip["clipped"].values()) + sum(clip["scrolled"].values()):
         problems.append("PDF: clipped on paper: " + ", ".join(
@@ -883,16 +807,9 @@ def print_to_pdf(cdp: CDP, session: str, path: pathlib.Path) -> list[str]:
             + f" (e.g. {'; '.join(clip['examples'][:3])})")
     print("[pdf] laid out for paper: " + ", ".join(f"{clip['clipped'][k] + clip['scrolled'][k]} of "
                                                  f"{clip['total'][k]} {k}" for k in KINDS) + " clipped", flush=True)
-    reply = cdp.send("Page.printToPDF", session, wait=PDF_WAIT, paperWidth=8.27, paperHeight=11.69,
-                     printBackground=True, marginTop=0.5, marginBottom=0.5, marginLeft=0.5, marginRight=0.5,
-                     transferMode="ReturnAsStream")
-    with open(path, "wb") as f:
-        while True:
-            chunk = cdp.send("IO.read", session, wait=PDF_WAIT, handle=reply["stream"], size=1 << 20)
-            f.write(base64.b64decode(chunk["data"]) if chunk.get("base64Encoded") else chunk["data"].encode())
-            if chunk.get("eof"):
-                break
-    cdp.send("IO.close", session, handle=reply["stream"])
+    with within(PDF_WAIT, f"printing {page.url} to PDF"):  # tagged: Chromium's default, which page.pdf turns off
+        page.pdf(path=path, width="8.27in", height="11.69in", print_background=True, tagged=True,
+                 margin=dict.fromkeys(("top", "bottom", "left", "right"), "0.5in"))
     return problems
 
 
@@ -980,6 +897,8 @@ def check_pdf_content(pdf: pathlib.Path, notebooks: list[pathlib.Path], images: 
     the chapters). Images (pdftoppm, 50 dpi): on the pages that carry the longest code lines and a spread of
     others, the left and right margins must be blank: a line, an equation, a scrollbar or a box edge in them
     is content that did not fit. Returns (problems, numbers)."""
+    import numpy as np
+
     problems = []
     tools = {name: shutil.which(name) for name in ("pdftotext", "pdftoppm")}
     if None in tools.values():
@@ -1018,13 +937,12 @@ def check_pdf_content(pdf: pathlib.Path, notebooks: list[pathlib.Path], images: 
             prefix = pathlib.Path(tmp) / f"p{page + 1}"
             subprocess.run([tools["pdftoppm"], "-f", str(page + 1), "-l", str(page + 1), "-r", "50", "-gray",
                             "-singlefile", str(pdf), str(prefix)], check=True)
-            image = prefix.with_suffix(".pgm")
-            width, height, pixels = _read_pgm(image)
+            width, height, pixels = _read_pgm(prefix.with_suffix(".pgm"))
             margin = int(MARGIN_IN * 50) - 3  # the margin in pixels, less a little antialiasing
-            band = [(y, x) for y in range(margin, height - margin) for x in
-                    (*range(0, margin), *range(width - margin, width)) if pixels[y * width + x] < 200]
-            if band:
-                inked.append(f"page {page + 1} ({len(band)} dark pixels in its side margins)")
+            rows = np.frombuffer(pixels, np.uint8).reshape(height, width)[margin:height - margin]
+            dark = int((rows[:, :margin] < 200).sum() + (rows[:, width - margin:] < 200).sum())
+            if dark:
+                inked.append(f"page {page + 1} ({dark} dark pixels in its side margins)")
             if images is not None:
                 images.mkdir(parents=True, exist_ok=True)
                 subprocess.run([tools["pdftoppm"], "-f", str(page + 1), "-l", str(page + 1), "-r", "80", "-png",
@@ -1077,11 +995,9 @@ def page_problems(width: int, height: int, pixels: bytes, dpi: int = PAGE_DPI) -
 def check_pdf_pages(pdf: pathlib.Path, dpi: int = PAGE_DPI) -> tuple[list[str], dict]:
     """Every page of ``pdf`` rendered as an image (pdftoppm, grey, ``dpi``) and checked by page_problems: no page
     blank, no page ending in an empty framed box. Returns (problems naming the pages, numbers)."""
-    import time as _time
-
     if shutil.which("pdftoppm") is None:
         return ["pdftoppm missing (Debian: apt-get install poppler-utils)"], {}
-    started = _time.perf_counter()
+    started = time.perf_counter()
     empty, blank = [], []
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run(["pdftoppm", "-r", str(dpi), "-gray", str(pdf), str(pathlib.Path(tmp) / "p")], check=True)
@@ -1100,22 +1016,19 @@ def check_pdf_pages(pdf: pathlib.Path, dpi: int = PAGE_DPI) -> tuple[list[str], 
     if blank:
         problems.append(f"PDF: {len(blank)} blank page(s): {', '.join(map(str, blank))}")
     numbers = {"pages": len(images), "empty_boxes": len(empty), "blank": len(blank),
-               "seconds": _time.perf_counter() - started}
+               "seconds": time.perf_counter() - started}
     return problems, numbers
 
 
 def _read_pgm(path: pathlib.Path) -> tuple[int, int, bytes]:
     """A binary (P5, 8-bit) PGM: width, height, pixels."""
     data = path.read_bytes()
-    fields, pos = [], 0
-    while len(fields) < 4:
-        match = re.compile(rb"\s*(#[^\n]*\n\s*)*(\S+)").match(data, pos)
-        fields.append(match.group(2))
-        pos = match.end()
-    if fields[0] != b"P5" or int(fields[3]) > 255:
+    field = rb"\s+(?:#[^\n]*\n\s*)*(\d+)"  # whitespace, perhaps comments, a number
+    head = re.match(rb"P5" + field * 3 + rb"\s", data)
+    if head is None or int(head.group(3)) > 255:
         raise ValueError(f"{path}: not an 8-bit binary PGM")
-    width, height = int(fields[1]), int(fields[2])
-    return width, height, data[pos + 1:pos + 1 + width * height]
+    width, height = int(head.group(1)), int(head.group(2))
+    return width, height, data[head.end():head.end() + width * height]
 
 
 def check_status_page(site: pathlib.Path) -> list[str]:
@@ -1149,22 +1062,19 @@ def main(argv=None) -> int:
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     server, port = serve(SITE)
-    failures = {}
-    clip_counts: dict = {}
-    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
-        proc, ws_url = start_chromium(profile)
-        try:
-            cdp = CDP(ws_url)
+    failures, clip_counts = {}, {}
+    try:
+        with browser() as context:
             for page in pages:
                 path = page.split("?", 1)[0]
                 shot = args.screenshots / (pathlib.Path(path).stem + ".png") if args.screenshots else None
-                problems = check_page(cdp, f"http://127.0.0.1:{port}/{page}", SITE / path, shot, settle=args.settle,
-                                      width=CLIP_WIDTHS[0], clip_widths=CLIP_WIDTHS, clip_counts=clip_counts)
+                problems = check_page(context, f"http://127.0.0.1:{port}/{page}", SITE / path, shot,
+                                      settle=args.settle, width=CLIP_WIDTHS[0], clip_widths=CLIP_WIDTHS,
+                                      clip_counts=clip_counts)
                 if problems:
                     failures[page] = problems
-        finally:
-            stop_chromium(proc)
-            server.shutdown()
+    finally:
+        server.shutdown()
     pdf_problems, pdf_numbers = [], {}
     if (SITE / "energylab.pdf").exists():
         pdf_problems, pdf_numbers = check_pdf_content(SITE / "energylab.pdf",

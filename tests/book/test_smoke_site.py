@@ -1,10 +1,13 @@
 """scripts/smoke_site.py: what a page promises and when it counts as rendered (no browser needed)."""
 import importlib.util
 import pathlib
+import re
+import time
+import types
 
 import pytest
 
-pytest.importorskip("websocket")  # websocket-client, which the smoke test drives Chromium with
+pytest.importorskip("playwright")  # which the smoke test drives Chromium with
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "smoke_site.py"
 spec = importlib.util.spec_from_file_location("smoke_site", SCRIPT)
 ss = importlib.util.module_from_spec(spec)
@@ -219,18 +222,66 @@ def test_every_page_of_a_pdf_is_checked(tmp_path, monkeypatch):
     assert "-f" not in calls[0]  # every page, not a sample
 
 
-def test_a_timeout_names_the_command(monkeypatch):
-    class SilentSocket:
-        def send(self, text):
-            pass
+class FakePage:
+    """What smoke_site asks of a Playwright page: wait_for_function answers with ``reply`` (or raises it), and the
+    handlers registered with ``on``."""
+    url = "http://127.0.0.1:1/x.html"
 
-        def recv(self):
-            raise ss.websocket.WebSocketTimeoutException()
+    def __init__(self, reply=None):
+        self.reply, self.handlers = reply, {}
 
-    cdp = ss.CDP.__new__(ss.CDP)
-    cdp.ws, cdp.next_id, cdp.events, cdp.replies, cdp.watched, cdp._attached = SilentSocket(), 0, [], {}, set(), []
-    with pytest.raises(ss.CDPTimeout, match=r"Page\.printToPDF in 0 s"):
-        cdp.send("Page.printToPDF", wait=0)
+    def on(self, event, handler):
+        self.handlers[event] = handler
+
+    def wait_for_function(self, expression, timeout):
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return types.SimpleNamespace(json_value=lambda: self.reply)
+
+
+def test_an_evaluation_times_out_naming_what_it_asked():
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    assert ss.evaluate(FakePage({"value": "[1.5, 0.1]"}), "f()", "f") == [1.5, 0.1]  # JSON: float64 exactly
+    with pytest.raises(ss.ChromiumTimeout, match=r"did not answer the solver's models in 0 s"):
+        ss.evaluate(FakePage(PlaywrightTimeout("Timeout 0ms exceeded")), "x", "the solver's models", wait=0)
+    with pytest.raises(RuntimeError, match=r"^f: ReferenceError: g is not defined$"):
+        ss.evaluate(FakePage({"error": "ReferenceError: g is not defined\n    at f"}), "f()", "f")
+
+
+def test_a_call_without_a_timeout_of_its_own_is_given_one():
+    from playwright.sync_api import Error as PlaywrightError
+
+    with pytest.raises(ss.ChromiumTimeout, match=r"did not answer printing x\.html to PDF in 0 s"):
+        with ss.within(0.05, "printing x.html to PDF"):
+            time.sleep(0.3)  # the watchdog fired (there is no Chromium of this process to kill)
+            raise PlaywrightError("Target page, context or browser has been closed")
+    with pytest.raises(PlaywrightError):  # an error of its own is not a timeout
+        with ss.within(60, "a resize"):
+            raise PlaywrightError("bad size")
+
+
+def test_what_a_page_does_wrong_is_collected_in_order():
+    page = FakePage()
+    watch = ss.Watch(page)
+    h = page.handlers
+    h["request"](types.SimpleNamespace(url="http://127.0.0.1:8000/_static/a.js"))
+    h["request"](types.SimpleNamespace(url="data:image/png;base64,AAAA"))
+    h["request"](types.SimpleNamespace(url="https://cdn.example.org/mathjax.js"))
+    h["load"](page)
+    h["websocket"](types.SimpleNamespace(url="wss://example.org/socket"))
+    h["pageerror"](types.SimpleNamespace(stack="TypeError: x is undefined\n    at f", name="TypeError", message="..."))
+    h["console"](types.SimpleNamespace(type="error", text="boom 42", args=[1, 2], location={"url": "a.js"}))
+    h["console"](types.SimpleNamespace(type="warning", text="meh", args=[1], location={}))
+    h["console"](types.SimpleNamespace(type="error", text="Failed to load resource: 404", args=[],
+                                       location={"url": "http://127.0.0.1:8000/favicon.ico"}))
+    h["console"](types.SimpleNamespace(type="error", text="Failed to load resource: 404", args=[],
+                                       location={"url": "http://127.0.0.1:8000/_static/b.png"}))
+    assert watch.problems[0] == "request to a non-local host: https://cdn.example.org/mathjax.js"
+    assert re.fullmatch(r"request to a non-local host: wss://example\.org/socket \(\d\.\d s after the load event\)",
+                        watch.problems[1]) or watch.problems[1] == "request to a non-local host: wss://example.org/socket"
+    assert watch.problems[2:] == ["uncaught exception: TypeError: x is undefined", "console.error: boom 42",
+                                  "browser error: Failed to load resource: 404 http://127.0.0.1:8000/_static/b.png"]
 
 
 def test_print_css_hides_controls_and_keeps_short_boxes_whole():
