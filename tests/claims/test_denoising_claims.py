@@ -1,43 +1,26 @@
-"""Chapter 12, section 12.4: what the chapter states about in-context denoising, through its own claim function
-(energylab.experiments.denoising.claims), on the quick profile's run (seconds per model on one CPU thread)."""
+"""Chapter 12, section 12.4: what the chapter states about in-context denoising, through its own claim functions
+(energylab.experiments.denoising.claims and context_claims)."""
 import dataclasses
-
-import pytest
 
 from energylab.experiments import denoising as D
 
-SLOW = pytest.mark.slow  # a run of the quick profile: a minute or two
+
+def test_the_quick_profile_is_the_papers_setting():
+    """Section 12.4's claims are printed by the chapter's quick run, whose outputs nbval compares on every test run
+    (so they are not recomputed here); this pins the setting they are made at."""
+    cfg = D.PROFILES["quick"]
+    assert (cfg.n, cfg.d, cfg.radius, cfg.sigma2, cfg.contexts) == (16, 8, 1.0, 0.1, (500,))
+    assert (cfg.n_train, cfg.n_test, cfg.epochs, cfg.batch_size, cfg.lr) == (800, 200, 100, 80, 0.01)
 
 
-@pytest.fixture(scope="module")
-def quick():
-    return D.run(dataclasses.replace(D.PROFILES["quick"], progress=False, device="cpu"))
-
-
-@SLOW
-def test_every_claim_of_section_12_4_holds(quick):
-    claims = D.claims(quick, 500)
-    assert all(claims.values()), {k: v for k, v in claims.items() if not v}
-    assert len(claims) == 6
-
-
-@SLOW
 def test_the_claims_can_fail():
-    """The same claims on a run they should not hold for: the trained layers barely trained (one epoch) beat
-    nothing, so the claims about them are false."""
+    """The same claims on a run they should not hold for: layers trained for one epoch beat nothing, so the claim
+    about the trained layers is false there."""
     weak = D.run(dataclasses.replace(D.PROFILES["quick"], contexts=(100,), epochs=1, seeds=(0,), n_test=200,
                                      progress=False, device="cpu"))
     claims = D.claims(weak, 100)
     assert not claims["every trained layer beats the nearest token, the noisy query and the prior mean (zero)"]
-
-
-@SLOW
-def test_the_numbers_are_the_papers_setting(quick):
-    cfg = quick.config
-    assert (cfg["n"], cfg["d"], cfg["radius"], cfg["sigma2"], cfg["contexts"]) == (16, 8, 1.0, 0.1, [500])
-    assert (cfg["n_train"], cfg["n_test"], cfg["epochs"], cfg["batch_size"], cfg["lr"]) == (800, 200, 100, 80, 0.01)
-    bayes = D.summary(quick, 500, "bayes")["mse"]
-    assert 0.35 < bayes < 0.55  # the Bayes-optimal error of this setting, n sigma^2 = 1.6 for the noisy token itself
+    assert claims["it beats exact retrieval of the nearest context token"]  # the untrained parts still hold
 
 
 def test_the_committed_context_sweep_and_its_claims():
