@@ -217,6 +217,8 @@ def test_every_layer_the_catalog_registers_is_checked_against_its_operator_here(
     """The per-family tests above compare each layer with its form's operator in float64; the catalog's layer
     registry (what the Atlas lists) must hold exactly the layers they cover, so a new layer cannot go unchecked."""
     from energylab import catalog
+    from energylab.layers.sparse_hopfield import HopfieldAttention  # checked in test_sparse_hopfield_layer.py
 
-    assert {layer.cls for layer in catalog.LAYERS} == set(ATTENTION + HYPERSPHERICAL + FEEDFORWARD)
+    checked = set(ATTENTION + HYPERSPHERICAL + FEEDFORWARD) | {HopfieldAttention}
+    assert {layer.cls for layer in catalog.LAYERS} == checked
     assert all(catalog.FORMS[layer.form].layers for layer in catalog.LAYERS)
