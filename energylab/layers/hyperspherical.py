@@ -27,7 +27,11 @@ __all__ = ["BiSoftmaxAttention", "SigmoidAttention", "KernelLinearAttention", "R
 class _HypersphericalAttention(nn.Module):
     """One weight W (H, d_h, d) plays query, key and value (paper 004); forward returns −∇E at RMS-normalised
     projections through its operator of :mod:`energylab.forms.hyperspherical`. No causal version: the symmetric
-    energies couple every pair of tokens both ways (causal=True raises)."""
+    energies couple every pair of tokens both ways (causal=True raises).
+
+    Args (every subclass): dim, heads, causal (must be False), beta (None: 1/√d_h), rms (evaluate at z normalised
+    onto the √d_h sphere), eps (RMSNorm epsilon). Parameters: d².
+    """
 
     def __init__(self, dim: int, heads: int, causal: bool = False, beta: float | None = None,
                  rms: bool = True, eps: float = 1e-6):
@@ -53,36 +57,21 @@ class _HypersphericalAttention(nn.Module):
 
 
 class BiSoftmaxAttention(_HypersphericalAttention):
-    """Hyper-SET's symmetric bi-softmax attention −Σ_h W_h Zʰ(softmax_col + softmax_row)(β ZʰᵀZʰ) (paper 004, eq. 9).
-
-    Args: dim, heads, causal (must be False: the gradient of a symmetric energy uses future tokens), beta (None:
-    1/√d_h), rms (evaluate at z normalised onto the √d_h sphere), eps (RMSNorm epsilon).
-    One W (H, d_h, d) plays query, key and value. Parameters: d².
-    """
+    """Hyper-SET's symmetric bi-softmax attention −Σ_h W_h Zʰ(softmax_col + softmax_row)(β ZʰᵀZʰ) (paper 004, eq. 9)."""
 
     _update = staticmethod(hs.hyperset_attention_update)
     _kernel = staticmethod(fa.bisoftmax_attention)
 
 
 class SigmoidAttention(_HypersphericalAttention):
-    """Sigmoid attention −Σ_h W_h Zʰ σ'(β ZʰᵀZʰ) (paper 004, Table 18).
-
-    Args: dim, heads, causal (must be False: the gradient of a symmetric energy uses future tokens), beta (None:
-    1/√d_h), rms (evaluate at z normalised onto the √d_h sphere), eps (RMSNorm epsilon).
-    One W (H, d_h, d) plays query, key and value. Parameters: d².
-    """
+    """Sigmoid attention −Σ_h W_h Zʰ σ'(β ZʰᵀZʰ) (paper 004, Table 18)."""
 
     _update = staticmethod(hs.sigmoid_attention_update)
     _kernel = staticmethod(fa.sigmoid_attention)
 
 
 class KernelLinearAttention(_HypersphericalAttention):
-    """Kernel linear attention −Σ_h W_h Φ'(Zʰ) ⊙ βΦ(Zʰ)Φ(Zʰ)ᵀΦ(Zʰ), Φ = σ, cost O(N d_h d) (paper 004, Table 18).
-
-    Args: dim, heads, causal (must be False: the gradient of a symmetric energy uses future tokens), beta (None:
-    1/√d_h), rms (evaluate at z normalised onto the √d_h sphere), eps (RMSNorm epsilon).
-    One W (H, d_h, d) plays query, key and value. Parameters: d².
-    """
+    """Kernel linear attention −Σ_h W_h Φ'(Zʰ) ⊙ βΦ(Zʰ)Φ(Zʰ)ᵀΦ(Zʰ), Φ = σ, cost O(N d_h d) (paper 004, Table 18)."""
 
     _update = staticmethod(hs.kernel_linear_attention_update)
 
