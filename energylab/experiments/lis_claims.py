@@ -77,4 +77,24 @@ def long_claims(long: Results) -> dict[str, bool]:
     }
 
 
-__all__ = ["seed_curves", "first_step", "finals", "compare", "long_claims"]
+def gpu_claims(gpu: Results) -> dict[str, bool]:
+    """Section 4.8's GPU run: the paper's smallest sequence length at d = 64 (L = 10, attention alone, 4 seeds a
+    variant, 4,800 steps of the book's recipe on one H100: ``results/lis/gpu-l10-d64-long.json``)."""
+    mha, newton = "MHA-only", "MHA2nd1st-only"
+    length, _ = _cell(gpu)
+    base = gpu.extra["baselines"][str(length)]
+    steps, _ = seed_curves(gpu, mha)
+    return {
+        "both learn: every seed ends above 3 times the input-blind exact match":
+            all(min(finals(gpu, v)) > 3 * base["trace"] for v in (mha, newton)),
+        "MHA2nd1st-only's seed mean reaches 50% exact match no earlier than MHA-only's":
+            first_step(gpu, mha, 0.5) is not None and first_step(gpu, newton, 0.5) is not None
+            and first_step(gpu, newton, 0.5) >= first_step(gpu, mha, 0.5),
+        "no evaluation separates the two: at every one the seed ranges overlap":
+            all(compare(gpu, newton, mha, "eval/exact", step) == "not separated" for step in steps),
+        "neither reaches 80% within the run: both were still learning":
+            first_step(gpu, mha, 0.8) is None and first_step(gpu, newton, 0.8) is None,
+    }
+
+
+__all__ = ["seed_curves", "first_step", "finals", "compare", "long_claims", "gpu_claims"]

@@ -8,7 +8,7 @@ from energylab.engine.verdicts import compare, scaling
 
 __all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation",
            "nine_by_nine_baselines",
-           "nine_by_nine_claims"]
+           "nine_by_nine_claims", "board_se", "gpu_search_claims", "plateau_step", "gpu_league_claims"]
 
 # The no-learning baselines every Sudoku score of chapters 8 and 9 stands beside, weakest first
 RUNGS = ("blind", "one elimination", "propagation")
@@ -102,6 +102,80 @@ def augmentation_claims(augmented: Results, plain: Results, baselines: dict, sea
         "on those boards it gets fewer blank cells right, at every test T, than propagation followed by a uniform "
         "guess among each open cell's candidates, by more than 5 points":
             max(search_cells) + margin / 2 < search_guess,
+    }
+
+
+def board_se(p: float, n: int = 1000) -> float:
+    """Standard error of a board accuracy ``p`` on ``n`` boards (binomial)."""
+    return (p * (1 - p) / n) ** 0.5
+
+
+def gpu_search_claims(gpu: Results, baselines: dict, search_guess: float, layer: str = "transformer-3e-3",
+                      margin: float = 0.05) -> dict:
+    """Chapter 9's statements about the looped Transformer at d = 256 trained with augmentation on one GPU
+    (``results/sudoku/gpu-9x9-aug.json``, run ``layer``) beside propagation without search (``baselines``, the same
+    boards: :func:`nine_by_nine_baselines` of the CPU run) and, on the boards that need search, propagation followed
+    by a uniform guess (``search_guess``, cells). ``margin``: 5 points, three standard errors of a board accuracy on
+    1,000 boards."""
+    f, T = gpu.final, gpu.config["iterations"]
+    id_set, *ood_sets = [s for s in gpu.config["test_sets"] if s != "9x9-search"]
+    n = gpu.config["n_test"]
+
+    def board(s, t):
+        return f[f"{layer}/{s}/board@T{t}"]
+
+    search4 = board("9x9-search", 4 * T)
+    return {
+        "it solves more than 80% of the SATNet-like boards at T, the goal the CPU runs missed": board(id_set, T) > 0.8,
+        "in distribution, run to 4T, it draws level with propagation (within 3 points)":
+            abs(board(id_set, 4 * T) - baselines[id_set]["propagation"]["board"]) < 0.03,
+        "out of distribution it stays below propagation at every test T, by more than the margin":
+            below_propagation({(s, t): board(s, t) + margin for s in ood_sets
+                               for t in gpu.config["test_iterations"]}, baselines),
+        "it solves boards that propagation cannot finish: at 4T, more than three standard errors above none":
+            search4 - 3 * board_se(search4, n) > 0,
+        "it solves them by running past its training depth: under 1% of them at T":
+            board("9x9-search", T) < 0.01,
+        "on those boards it gets more blank cells right at T than propagation followed by a guess, by more than "
+        "the margin": f[f"{layer}/9x9-search/cell@T{T}"] > search_guess + margin,
+    }
+
+
+def plateau_step(history, level: float = 0.9) -> int | None:
+    """The first logged step at which the training loss is below ``level`` times ln(n) (n = 9 digits: the loss of
+    a uniform guess), or None: when a run leaves chance."""
+    import math
+
+    return next((s for s, v in zip(history.steps["loss"], history.curves["loss"]) if v < level * math.log(9)), None)
+
+
+def gpu_league_claims(lr_runs: Results, runs: Results, margin: float = 0.5) -> dict:
+    """Chapter 8's statements about Hyper-SET against the looped Transformer at 9×9, d = 256, on one GPU: the four
+    runs at two learning rates (``results/sudoku/gpu-9x9-aug-lr.json``) and the two longer ones, each at its better
+    rate (``gpu-9x9-aug.json``). ``margin``: the Transformer's lead in SATNet-like boards at T."""
+    T = runs.config["iterations"]
+
+    def board(res, run, t, s="satnet-like"):
+        return res.final[f"{run}/{s}/board@T{t}"]
+
+    pairs = [(lr_runs, "transformer-1e-3", "hyperset-1e-3"), (lr_runs, "transformer-3e-3", "hyperset-3e-3"),
+             (runs, "transformer-3e-3", "hyperset-1e-3")]
+
+    def leaves(res, run):
+        return plateau_step(res.histories[f"{run}/seed0"])
+
+    return {
+        "at 3e-3 Hyper-SET does not leave chance: its training loss never falls below 90% of ln 9":
+            leaves(lr_runs, "hyperset-3e-3") is None,
+        "at 1e-3 it leaves chance at least three times later than every Transformer of the same call":
+            all(leaves(res, "hyperset-1e-3") >= 3 * max(leaves(res, r.replace(":", "-")) for r in res.config["runs"]
+                                                         if r.startswith("transformer"))
+                for res in (lr_runs, runs)),
+        "the Transformer solves more SATNet-like boards at T than Hyper-SET, by more than 50 points, in every pair":
+            all(board(res, a, T) > board(res, b, T) + margin for res, a, b in pairs),
+        "past its training depth Hyper-SET loses boards (2T below T) where the Transformer gains, longer run":
+            board(runs, "hyperset-1e-3", 2 * T) < board(runs, "hyperset-1e-3", T)
+            and board(runs, "transformer-3e-3", 2 * T) > board(runs, "transformer-3e-3", T),
     }
 
 

@@ -90,7 +90,8 @@ def lease3(d1: pathlib.Path, d2: pathlib.Path) -> None:
 
 def lis_runs(rec: dict) -> Results:
     merged = Results("lis", {"recipe": rec["recipe"], "steps": rec["steps"],
-                             **{k: v for k, v in rec["results"]["MHA-only"]["config"].items() if k != "variants"}})
+                             **{k: v for k, v in rec["results"]["MHA-only"]["config"].items() if k != "variants"},
+                             "variants": list(rec["results"])})
     for r in rec["results"].values():
         res = Results.from_dict(r)
         merged.histories.update(res.histories)

@@ -1,0 +1,65 @@
+"""The 9×9 runs at d = 256 on one GPU (results/sudoku/gpu-9x9-aug.json and gpu-9x9-aug-lr.json, 2026-11-28):
+every statement chapters 8 and 9 make of them, through the chapters' own functions
+(energylab.experiments.sudoku_claims), and that those statements can fail."""
+import copy
+
+import pytest
+
+from energylab.baselines import sudoku_propagation_guess
+from energylab.engine.committed import load_committed
+from energylab.experiments import sudoku, sudoku_claims
+
+
+@pytest.fixture(scope="module")
+def files():
+    runs, prov = load_committed("sudoku", "gpu-9x9-aug")
+    lr_runs, lr_prov = load_committed("sudoku", "gpu-9x9-aug-lr")
+    return runs, prov, lr_runs, lr_prov
+
+
+@pytest.fixture(scope="module")
+def baselines():
+    return sudoku_claims.nine_by_nine_baselines(load_committed("sudoku", "medium-cpu-9x9")[0])
+
+
+def test_the_files_are_the_medium_profile_with_augmentation_on_a_gpu(files):
+    runs, prov, lr_runs, lr_prov = files
+    want = sudoku.PROFILES["medium"]
+    for res, p in ((runs, prov), (lr_runs, lr_prov)):
+        for name in ("size", "train_set", "n_train", "n_test", "dim", "heads", "iterations", "batch_size", "amp"):
+            assert res.config[name] == getattr(want, name), name
+        assert res.config["augment"] is True and res.config["weight_decay"] == 0.1 and res.config["ema"] == 0.999
+        assert res.config["test_sets"][-1] == "9x9-search"
+        assert "H100" in p["machine"]["gpu"] and p["dirty"] is False
+    # the same boards as the CPU run whose baselines the chapters print beside these
+    cpu = load_committed("sudoku", "medium-cpu-9x9")[0].config
+    assert all(runs.config[k] == cpu[k] for k in ("train_set", "n_train", "n_test", "data_seed", "size"))
+    assert runs.config["runs"] == ["transformer:3e-3", "hyperset:1e-3"] and runs.config["steps"] == 3188
+    assert len(lr_runs.config["runs"]) == 4 and lr_runs.config["steps"] == 2648
+
+
+def test_chapter_9s_claims_hold_and_can_fail(files, baselines):
+    runs = files[0]
+    guess = sudoku_propagation_guess(sudoku.load_set("9x9-search", "test", 1000, 9))["cell"]
+    claims = sudoku_claims.gpu_search_claims(runs, baselines, guess)
+    assert all(claims.values()), {k: v for k, v in claims.items() if not v}
+    assert round(runs.final["transformer-3e-3/9x9-search/board@T64"], 3) == 0.059  # the number chapter 9 prints
+    # a model that solved no board needing search, or one that lagged propagation in distribution, would fail them
+    worse = copy.deepcopy(runs)
+    for t in (8, 16, 32, 64):
+        worse.final[f"transformer-3e-3/9x9-search/board@T{t}"] = 0.004
+    worse.final["transformer-3e-3/satnet-like/board@T64"] = 0.9
+    failed = [k for k, v in sudoku_claims.gpu_search_claims(worse, baselines, guess).items() if not v]
+    assert len(failed) == 2 and any("level with propagation" in k for k in failed)
+
+
+def test_chapter_8s_claims_hold_and_can_fail(files):
+    runs, _, lr_runs, _ = files
+    claims = sudoku_claims.gpu_league_claims(lr_runs, runs)
+    assert all(claims.values()), {k: v for k, v in claims.items() if not v}
+    assert sudoku_claims.plateau_step(runs.histories["hyperset-1e-3/seed0"]) == 900
+    closer = copy.deepcopy(runs)
+    closer.final["hyperset-1e-3/satnet-like/board@T16"] = 0.5
+    closer.final["hyperset-1e-3/satnet-like/board@T32"] = 0.6
+    failed = [k for k, v in sudoku_claims.gpu_league_claims(lr_runs, closer).items() if not v]
+    assert len(failed) == 2
