@@ -3,6 +3,12 @@
 ``--commit`` also writes each section's rows to ``results/bench/<section>.json`` with the machine, date and git
 commit (:mod:`energylab.engine.committed`): the Atlas shows each form's cost ratio from there, with where it was
 measured.
+
+``--capability avx2`` (or ``avx512``, ``default``) measures with PyTorch's CPU kernels built for that instruction
+set, as a reader whose processor has no more would get them: the run restarts itself with ``ATEN_CPU_CAPABILITY``
+set (ATen reads it once, at its first CPU kernel). Every CPU row records the instruction set its kernels used, and
+with ``--capability`` the committed file is ``results/bench/<section>-<processor family>-<capability>.json``
+(e.g. ``attention-intel-avx512``), so the results of several processors and instruction sets sit side by side.
 """
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ import argparse
 import importlib
 import inspect
 import json
+import os
+import subprocess
 import sys
 import time
 
@@ -27,7 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default=None, help="dtype for sections that take one (attention): float32, bfloat16")
     parser.add_argument("--tokens", default=None, type=lambda s: tuple(int(n) for n in s.split(",")),
                         help="token counts for sections that take them (attention), e.g. 256,4096")
+    parser.add_argument("--capability", default=None, choices=CAPABILITIES,
+                        help="instruction set of PyTorch's CPU kernels (ATEN_CPU_CAPABILITY): avx2, avx512, default")
     args = parser.parse_args(argv)
+    if args.capability and os.environ.get("ATEN_CPU_CAPABILITY") != args.capability:
+        # ATen chose its kernels at the first CPU op of this process: measure in a fresh one
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": args.capability}
+        own = sys.argv[1:] if argv is None else list(argv)
+        return subprocess.run([sys.executable, "-m", "energylab.bench", *own], env=env).returncode
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {unknown}; valid: {sorted(SECTIONS)}")
@@ -52,18 +67,38 @@ def main(argv: list[str] | None = None) -> int:
         if options and not set(options) <= set(inspect.signature(module.run).parameters):
             parser.error(f"section {name} takes no {'/'.join(options)}")
         rows = module.run(quick=args.quick, **options)
+        if (args.device or "cpu") == "cpu":
+            import torch
+
+            for row in rows:
+                row.setdefault("capability", torch.backends.cpu.get_cpu_capability())
         print(format_table(rows), flush=True)
         results[name] = rows
         if args.commit:
             record = Results("bench", {"section": name, "quick": args.quick, **options}, tables={name: rows})
-            path = commit_results(record, "bench", name, seconds=time.perf_counter() - started, source=source,
+            stored = name if args.capability is None else f"{name}-{processor_family()}-{args.capability}"
+            path = commit_results(record, "bench", stored, seconds=time.perf_counter() - started, source=source,
                                   command=f"python -m energylab.bench {name}{' --quick' * args.quick}"
-                                  + "".join(f" --{k} {_arg(v)}" for k, v in options.items()) + " --commit")
+                                  + "".join(f" --{k} {_arg(v)}" for k, v in options.items())
+                                  + (f" --capability {args.capability}" if args.capability else "") + " --commit")
             print(f"committed to {path}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
     return 0
+
+
+CAPABILITIES = ("avx2", "avx512", "default")
+
+
+def processor_family() -> str:
+    """"intel", "amd" or "arm" from the processor's model name (:func:`energylab.engine.committed.machine`), else
+    "cpu": the middle part of a committed per-processor benchmark's name."""
+    from energylab.engine.committed import machine
+
+    model = machine()["processor"].lower()
+    return next((f for f, keys in (("intel", ("intel", "xeon")), ("amd", ("amd", "epyc", "ryzen")),
+                                   ("arm", ("arm", "neoverse", "apple"))) if any(k in model for k in keys)), "cpu")
 
 
 def _arg(value) -> str:

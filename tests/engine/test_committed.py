@@ -85,8 +85,46 @@ def test_bench_commit_writes_one_file_per_section(monkeypatch, tmp_path):
     monkeypatch.setitem(__import__("sys").modules, "energylab.bench.toy_section", toy)
     assert bench_main.main(["toy", "--quick", "--commit"]) == 0
     res, prov = committed.load_committed("bench", "toy")
-    assert res.tables == {"toy": [{"layer": "x", "ratio": 1.5}]} and res.config == {"section": "toy", "quick": True}
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()  # each CPU row names the instruction set it ran with
+    assert res.tables == {"toy": [{"layer": "x", "ratio": 1.5, "capability": capability}]}
+    assert res.config == {"section": "toy", "quick": True}
     assert prov["command"] == "python -m energylab.bench toy --quick --commit" and prov["seconds"] >= 0
+
+
+def test_bench_capability_restarts_with_the_instruction_set_and_names_the_file(monkeypatch, tmp_path):
+    from energylab.bench import __main__ as bench_main
+
+    calls = []
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    with monkeypatch.context() as m:
+        m.setattr(bench_main.subprocess, "run", lambda cmd, env: calls.append((cmd, env["ATEN_CPU_CAPABILITY"]))
+                  or type("Done", (), {"returncode": 3})())
+        assert bench_main.main(["attention", "--capability", "avx2"]) == 3  # the fresh process's exit code
+    assert calls == [([bench_main.sys.executable, "-m", "energylab.bench", "attention", "--capability", "avx2"],
+                      "avx2")]
+    # inside that process (the variable set): it measures, and commits under the processor and instruction set
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setattr(committed, "ROOT", str(tmp_path))
+    monkeypatch.setitem(bench_main.SECTIONS, "toy", "toy_section")
+    toy = type("M", (), {"run": staticmethod(lambda quick: [{"layer": "x"}])})
+    monkeypatch.setitem(__import__("sys").modules, "energylab.bench.toy_section", toy)
+    monkeypatch.setattr(bench_main, "processor_family", lambda: "intel")
+    assert bench_main.main(["toy", "--quick", "--commit", "--capability", "avx2"]) == 0
+    _, prov = committed.load_committed("bench", "toy-intel-avx2")
+    assert prov["command"] == "python -m energylab.bench toy --quick --capability avx2 --commit"
+    with pytest.raises(SystemExit):
+        bench_main.main(["toy", "--capability", "sse2"])
+
+
+def test_processor_family_reads_the_model_name(monkeypatch):
+    from energylab.bench import __main__ as bench_main
+
+    for model, family in (("Intel(R) Xeon(R) Processor", "intel"), ("AMD EPYC 9B14", "amd"),
+                          ("Neoverse-V2", "arm"), ("QEMU Virtual CPU", "cpu")):
+        monkeypatch.setattr(committed, "machine", lambda m=model: {"processor": m})
+        assert bench_main.processor_family() == family
 
 
 # results/<experiment>-<profile>/ are run folders (git-ignored, present only where a run was made): not committed
