@@ -34,7 +34,8 @@ from energylab.sphere import sphere_step, tangent_projection
 
 __all__ = ["DESCENT_ETA", "DESCENT_TOL", "DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
            "bib_keys", "form_rows", "verify_dim",
-           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cost_text", "costs_caption",
+           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cpu_attention_benchmarks",
+           "cost_text", "costs_caption",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown", "forms_markdown"]
 
@@ -192,6 +193,20 @@ def layer_costs(root: str | None = None) -> tuple[dict[str, dict[int, dict]], di
             costs.setdefault(row["layer"], {})[int(row["tokens"])] = {"time": float(row["time_ratio"]),
                                                                        "memory": float(row["saved_ratio"])}
     return costs, provenance
+
+
+def cpu_attention_benchmarks(root: str | None = None) -> dict[str, tuple]:
+    """Every committed CPU attention benchmark, ``{name: (Results, provenance)}``: ``attention`` (the first one, with
+    the processor's own instruction set) and the ``attention-<processor family>-<capability>`` files of
+    ``python -m energylab.bench attention --capability ... --commit``; files whose rows ran on a GPU are left out.
+    Sorted by name."""
+    folder = pathlib.Path(root or committed.ROOT) / "bench"
+    out = {}
+    for path in sorted(folder.glob("attention*.json")):
+        results, provenance = committed.load_committed("bench", path.stem, root=root)
+        if all(row.get("device", "cpu") == "cpu" for row in results.tables.get("attention", [])):
+            out[path.stem] = (results, provenance)
+    return out
 
 
 def cost_text(costs: dict[str, dict[int, dict]], layer: str) -> str:
