@@ -191,6 +191,60 @@ def commit_voting_4x4(overwrite: bool = False, **kwargs) -> str:
                                   "commit_voting_4x4()'", overwrite=overwrite)
 
 
+GPU_RUN = "gpu-9x9-aug"  # the committed 9×9 run whose Transformer's weights are kept beside it
+GPU_WEIGHTS = "gpu-9x9-aug-transformer.pt"  # results/sudoku/: its state dict (the weights' moving average)
+SEARCH_SETTINGS = ((64, (4,)), (16, (16,)))  # (T, ks): 4 runs of 4T and 16 runs of T, 256 iterations per board
+
+
+def gpu_transformer() -> LoopedModel:
+    """The looped Transformer of the committed GPU run ``gpu-9x9-aug`` (9×9, d = 256, trained with augmentation
+    on an H100; chapter 9), on the CPU in evaluation mode, from ``results/sudoku/gpu-9x9-aug-transformer.pt``."""
+    import dataclasses
+    import os
+
+    from energylab.engine.committed import ROOT
+    from energylab.experiments import sudoku
+
+    config = dataclasses.replace(sudoku.PROFILES["medium"], layer="transformer")
+    model = sudoku.make_model(config)
+    model.load_state_dict(torch.load(os.path.join(ROOT, "sudoku", GPU_WEIGHTS), map_location="cpu",
+                                     weights_only=True))
+    return model.eval()
+
+
+def voting_search(n_boards: int = 500, settings=SEARCH_SETTINGS, seed: int = 0) -> Results:
+    """:func:`voting_table` for :func:`gpu_transformer` on the first ``n_boards`` boards that need search
+    (``9x9-search``), at each (T, ks) of ``settings``: one row per (T, K, method) in ``tables["voting"]``."""
+    from energylab.experiments.sudoku import load_set
+
+    data = load_set("9x9-search", "test", 1000, 9)
+    data = SudokuDataset(data.puzzles[:n_boards], data.solutions[:n_boards])
+    model = gpu_transformer()
+    results = Results("sudoku", {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
+                                 "settings": [[t, list(ks)] for t, ks in settings], "sigma": SIGMA, "seed": seed})
+    rows = []
+    for t, ks in settings:
+        rows += [{"set": "9x9-search", "sigma": SIGMA, **row}
+                 for row in voting_table(model, data, ks, iterations=t, seed=seed)]
+    results.tables["voting"] = rows
+    for row in rows:
+        results.final[f"T{row['T']}/{row['method']}@K{row['K']}/board"] = row["board"]
+    return results
+
+
+def commit_voting_search(overwrite: bool = False, **kwargs) -> str:
+    """Run :func:`voting_search` and write it with provenance to ``results/sudoku/voting-9x9-search.json``."""
+    from energylab.engine.committed import check_not_committed, commit_results, committed_path, source_commit
+
+    check_not_committed(committed_path("sudoku", "voting-9x9-search"), overwrite)
+    source, started = source_commit(), time.perf_counter()
+    results = voting_search(**kwargs)
+    return commit_results(results, "sudoku", "voting-9x9-search", seconds=time.perf_counter() - started,
+                          source=source, overwrite=overwrite,
+                          command="python -c 'from energylab.experiments.sudoku_voting import commit_voting_search; "
+                                  "commit_voting_search()'")
+
+
 def voting_rows(results, test_set: str, sigma: float, k: int) -> dict[str, dict[str, float]]:
     """model -> method -> board accuracy, from a committed voting result (``tables["voting"]``) at one set, σ and
     K (plain@T is the K = 1 run)."""
@@ -217,4 +271,5 @@ def voting_markdown(results, test_set: str, sigma: float, k: int) -> str:
 
 __all__ = ["voting_rows", "voting_markdown", "SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy",
            "perturbed_starts", "vote_runs",
-           "pick_lowest", "combine", "voting_table", "voting_4x4", "commit_voting_4x4"]
+           "pick_lowest", "combine", "voting_table", "voting_4x4", "commit_voting_4x4", "GPU_RUN", "GPU_WEIGHTS",
+           "SEARCH_SETTINGS", "gpu_transformer", "voting_search", "commit_voting_search"]
