@@ -29,7 +29,8 @@ from energylab.experiments import hopfield_capacity as hc
 from energylab.forms import sparse_hopfield as sh
 from energylab.forms._common import unit_rows
 
-__all__ = ["RetrievalConfig", "MAPS", "draw", "retrieval_grid", "rate", "capacity_rows"]
+__all__ = ["RetrievalConfig", "MAPS", "draw", "retrieval_grid", "rate", "capacity_rows", "metastable_sets", "set_share",
+           "metastable_claims"]
 
 MAPS = ("sparsemax", "entmax15", "softmax")  # the maps the chapter compares (regulariser kinds of sparse_hopfield)
 
@@ -124,3 +125,76 @@ def capacity_rows(kind: str, config: hc.CapacityConfig = hc.CapacityConfig(), ma
                 break
         rows.append(row)
     return rows
+
+
+def metastable_sets(config: RetrievalConfig = RetrievalConfig(), iterations: int = 200,
+                    tolerance: float = 1e-12) -> dict:
+    """Where the update ξ ← Xᵀŷ_Ω(βXξ), iterated from the queries of :func:`retrieval_grid`, comes to rest, for each
+    sparse map of ``config.maps`` (softmax's support is always all P patterns) and each (P, β): one row with the
+    number of queries ``n``, how many ``converged`` (two successive states within ``tolerance``, at most
+    ``iterations`` updates), the histogram ``sizes`` of the final support (``sizes[k]`` queries rest on k + 1
+    patterns; a support of more than one pattern is a metastable set: the fixed point is a convex combination of
+    those patterns, not any one of them), and ``has_target``, the queries whose final support contains the pattern
+    they were drawn near. Same draws as :func:`retrieval_grid` (same seed)."""
+    gen = torch.Generator().manual_seed(config.seed)
+    rows = []
+    for P in config.loads:
+        draws = [draw(P, config.dim, config.noise, gen, config.queries)
+                 for _ in range(max(1, math.ceil(config.queries / P)))]
+        for kind in (k for k in config.maps if k != "softmax"):
+            prediction = sh.regulariser(kind).prediction
+            for beta in config.betas:
+                row = {"map": kind, "P": P, "beta": beta, "n": 0, "converged": 0, "has_target": 0,
+                       "sizes": [0] * P}
+                for X, xi, target in draws:
+                    for _ in range(iterations):
+                        new = prediction(beta * xi @ X.T) @ X
+                        done = (new - xi).norm(dim=-1) <= tolerance
+                        xi = new
+                        if bool(done.all()):
+                            break
+                    weights = prediction(beta * xi @ X.T)
+                    support = weights > 0
+                    row["n"] += len(target)
+                    row["converged"] += int(done.sum())
+                    row["has_target"] += int(support[torch.arange(len(target)), target].sum())
+                    for size in support.sum(-1).tolist():
+                        row["sizes"][size - 1] += 1
+                rows.append(row)
+    return {"config": asdict(config), "iterations": iterations, "tolerance": tolerance, "rows": rows}
+
+
+def set_share(result: dict, kind: str, at_least: int = 2) -> torch.Tensor:
+    """(len(loads), len(betas)) share of queries of :func:`metastable_sets` that rest on ``at_least`` patterns or
+    more (2: in a metastable set)."""
+    cfg = result["config"]
+    out = torch.zeros(len(cfg["loads"]), len(cfg["betas"]), dtype=torch.float64)
+    for row in result["rows"]:
+        if row["map"] == kind:
+            out[cfg["loads"].index(row["P"]), cfg["betas"].index(row["beta"])] = \
+                sum(row["sizes"][at_least - 1:]) / row["n"]
+    return out
+
+
+def metastable_claims(result: dict) -> dict[str, bool]:
+    """Chapter 12's statements about :func:`metastable_sets` (the chapter prints them, its test asserts them)."""
+    cfg, rows = result["config"], result["rows"]
+    sets = {k: set_share(result, k) for k in ("sparsemax", "entmax15")}
+    loads, betas = cfg["loads"], cfg["betas"]
+    at = {(r["map"], r["P"], r["beta"]): r for r in rows}
+    big, small_beta = max(loads), min(betas)
+    single = [j for j in range(len(betas)) if all(float(sets[k][:, j].max()) == 0.0 for k in sets)]
+    doubled = [(j, betas.index(2 * b)) for j, b in enumerate(betas) if 2 * b in betas]
+    return {
+        "at the smallest beta and the largest load every sparsemax query rests on a set of 2 or more patterns":
+            float(sets["sparsemax"][loads.index(big), 0]) == 1.0,
+        "there, some sets do not contain the pattern the query was drawn near":
+            at[("sparsemax", big, small_beta)]["has_target"] < at[("sparsemax", big, small_beta)]["n"],
+        "from some beta on, every query of both maps at every load rests on one pattern, its own":
+            bool(single) and all(at[(k, P, betas[j])]["has_target"] == at[(k, P, betas[j])]["n"]
+                                 for k in sets for P in loads for j in range(single[0], len(betas))),
+        "the share in sets of 3/2-entmax at 2 beta equals sparsemax's at beta, in every cell":
+            all(torch.equal(sets["entmax15"][:, j2], sets["sparsemax"][:, j]) for j, j2 in doubled),
+        "every query that did not settle was at beta/m <= 4":
+            all(r["converged"] == r["n"] for r in rows if r["beta"] / sh.margin(r["map"]) > 4),
+    }
