@@ -245,6 +245,38 @@ def commit_voting_search(overwrite: bool = False, **kwargs) -> str:
                                   "commit_voting_search()'")
 
 
+DEPTHS = (16, 32, 64, 128, 256, 512, 1024)  # test iterations of the depth curve (T = 16 trained)
+
+
+def depth_search(n_boards: int = 500, depths=DEPTHS) -> Results:
+    """:func:`gpu_transformer` run once, long, on the first ``n_boards`` boards that need search: board and cell
+    accuracy after each number of iterations in ``depths`` (one pass, read out along the way), in ``final`` as
+    ``9x9-search/board@T<t>`` and ``.../cell@T<t>``: how far test-time depth alone goes, beside the votes."""
+    from energylab.experiments.sudoku import load_set, test_time
+
+    data = load_set("9x9-search", "test", 1000, 9)
+    data = SudokuDataset(data.puzzles[:n_boards], data.solutions[:n_boards])
+    results = Results("sudoku", {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
+                                 "depths": list(depths)})
+    for t, acc in test_time(gpu_transformer(), data, tuple(depths), chunk=250).items():
+        results.final[f"9x9-search/board@T{t}"] = acc["board"]
+        results.final[f"9x9-search/cell@T{t}"] = acc["cell"]
+    return results
+
+
+def commit_depth_search(overwrite: bool = False, **kwargs) -> str:
+    """Run :func:`depth_search` and write it with provenance to ``results/sudoku/depth-9x9-search.json``."""
+    from energylab.engine.committed import check_not_committed, commit_results, committed_path, source_commit
+
+    check_not_committed(committed_path("sudoku", "depth-9x9-search"), overwrite)
+    source, started = source_commit(), time.perf_counter()
+    results = depth_search(**kwargs)
+    return commit_results(results, "sudoku", "depth-9x9-search", seconds=time.perf_counter() - started,
+                          source=source, overwrite=overwrite,
+                          command="python -c 'from energylab.experiments.sudoku_voting import commit_depth_search; "
+                                  "commit_depth_search()'")
+
+
 def voting_rows(results, test_set: str, sigma: float, k: int) -> dict[str, dict[str, float]]:
     """model -> method -> board accuracy, from a committed voting result (``tables["voting"]``) at one set, σ and
     K (plain@T is the K = 1 run)."""
@@ -272,4 +304,5 @@ def voting_markdown(results, test_set: str, sigma: float, k: int) -> str:
 __all__ = ["voting_rows", "voting_markdown", "SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy",
            "perturbed_starts", "vote_runs",
            "pick_lowest", "combine", "voting_table", "voting_4x4", "commit_voting_4x4", "GPU_RUN", "GPU_WEIGHTS",
-           "SEARCH_SETTINGS", "gpu_transformer", "voting_search", "commit_voting_search"]
+           "SEARCH_SETTINGS", "gpu_transformer", "voting_search", "commit_voting_search", "DEPTHS",
+           "depth_search", "commit_depth_search"]
