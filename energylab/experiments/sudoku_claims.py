@@ -8,7 +8,8 @@ from energylab.engine.verdicts import compare, scaling
 
 __all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation",
            "nine_by_nine_baselines",
-           "nine_by_nine_claims", "board_se", "gpu_search_claims", "plateau_step", "gpu_league_claims"]
+           "nine_by_nine_claims", "board_se", "gpu_search_claims", "plateau_step", "gpu_league_claims",
+           "search_voting_claims"]
 
 # The no-learning baselines every Sudoku score of chapters 8 and 9 stands beside, weakest first
 RUNGS = ("blind", "one elimination", "propagation")
@@ -176,6 +177,36 @@ def gpu_league_claims(lr_runs: Results, runs: Results, margin: float = 0.5) -> d
         "past its training depth Hyper-SET loses boards (2T below T) where the Transformer gains, longer run":
             board(runs, "hyperset-1e-3", 2 * T) < board(runs, "hyperset-1e-3", T)
             and board(runs, "transformer-3e-3", 2 * T) > board(runs, "transformer-3e-3", T),
+    }
+
+
+def search_voting_claims(voting: Results, depth: Results) -> dict:
+    """Chapter 9's statements about voting with the 9×9 GPU Transformer on the boards that need search
+    (``results/sudoku/voting-9x9-search.json``) and about one long run of it (``depth-9x9-search.json``, the same
+    boards)."""
+    n = voting.config["boards"]
+    rows = voting.tables["voting"]
+
+    def got(t, k, method):
+        return next(r["board"] for r in rows if r["T"] == t and r["K"] == k and r["method"] == method)
+
+    settings = [(t, k) for t, ks in voting.config["settings"] for k in ks]
+    votes = [got(t, k, m) for t, k in settings for m in ("confidence", "majority", "any")]
+    long = got(*settings[0], "plain@KT")  # one run of the same K·T iterations (the same for every setting)
+    spread = (2 * long * (1 - long) / n) ** 0.5  # standard error of a difference of two accuracies, at the larger
+    depths = sorted(int(k.split("@T")[1]) for k in depth.final if "/board@T" in k)
+    curve = [depth.final[f"9x9-search/board@T{t}"] for t in depths]
+    return {
+        "one run of the same work solves more boards than any vote, by more than three standard errors":
+            long - max(votes) > 3 * spread,
+        "the perturbed starts end alike: at 4 runs of 4T even the oracle (any run) adds under 1 point to one run":
+            all(got(t, k, "any") - got(t, k, "plain@T") < 0.01 for t, k in settings),
+        "runs of the training depth T solve none of these boards, voted or not":
+            all(got(t, k, m) == 0.0 for t, k in settings if t == min(t for t, _ in settings)
+                for m in ("plain@T", "confidence", "majority", "any")),
+        "the long run agrees with the vote file at the depth both measure":
+            depth.final[f"9x9-search/board@T{settings[0][0] * settings[0][1]}"] == long,
+        "past 4T, every doubling of the depth solves more boards": all(b > a for a, b in zip(curve[2:], curve[3:])),
     }
 
 

@@ -63,3 +63,36 @@ def test_chapter_8s_claims_hold_and_can_fail(files):
     closer.final["hyperset-1e-3/satnet-like/board@T32"] = 0.6
     failed = [k for k, v in sudoku_claims.gpu_league_claims(lr_runs, closer).items() if not v]
     assert len(failed) == 2
+
+
+def test_chapter_9s_voting_claims_on_the_boards_that_need_search_hold_and_can_fail():
+    """results/sudoku/voting-9x9-search.json and depth-9x9-search.json: the committed weights' votes and one long
+    run on the same 500 boards; the weights are the ones the GPU run left (their evaluation here matches)."""
+    voting, vprov = load_committed("sudoku", "voting-9x9-search")
+    depth, dprov = load_committed("sudoku", "depth-9x9-search")
+    assert voting.config["boards"] == depth.config["boards"] == 500
+    assert vprov["dirty"] is False and dprov["dirty"] is False
+    claims = sudoku_claims.search_voting_claims(voting, depth)
+    assert all(claims.values()), {k: v for k, v in claims.items() if not v}
+    # had the votes found what the long run finds, the first claim would fail
+    better = copy.deepcopy(voting)
+    for row in better.tables["voting"]:
+        if row["method"] == "confidence":
+            row["board"] = 0.2
+    assert not sudoku_claims.search_voting_claims(better, depth)[
+        "one run of the same work solves more boards than any vote, by more than three standard errors"]
+
+
+def test_the_committed_weights_are_the_gpu_runs_model():
+    """The Transformer's weights beside the GPU run reproduce its evaluation on the CPU: the same SATNet-like
+    boards solved at T on the first 100 test boards as the GPU measured on all 1,000, within sampling error."""
+    from energylab.experiments import sudoku_voting
+    from energylab.tasks.sudoku import SudokuDataset
+
+    runs, _ = load_committed("sudoku", "gpu-9x9-aug")
+    data = sudoku.load_set("satnet-like", "test", 1000, 9)
+    model = sudoku_voting.gpu_transformer()
+    got = sudoku.test_time(model, SudokuDataset(data.puzzles[:100], data.solutions[:100]), (16,))[16]["board"]
+    want = runs.final["transformer-3e-3/satnet-like/board@T16"]
+    assert abs(got - want) < 3 * sudoku_claims.board_se(want, 100)
+    assert sum(p.numel() for p in model.parameters()) == runs.extra["layers"]["transformer-3e-3"]["parameters"]
