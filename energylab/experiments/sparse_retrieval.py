@@ -57,6 +57,12 @@ def draw(P: int, d: int, noise: float, generator: torch.Generator, queries: int 
     return X, X[:q] + noise * u, torch.arange(q)
 
 
+def _draws(config: RetrievalConfig, P: int, gen: torch.Generator) -> list:
+    """The draws of one load P: ⌈queries / P⌉ sets of P patterns with min(P, queries) queries each."""
+    return [draw(P, config.dim, config.noise, gen, config.queries)
+            for _ in range(max(1, math.ceil(config.queries / P)))]
+
+
 def retrieval_grid(config: RetrievalConfig = RetrievalConfig()) -> dict:
     """One row per (map, P, β): counts of exact / within-tolerance retrievals and of both conditions (see above)."""
     gen = torch.Generator().manual_seed(config.seed)
@@ -64,8 +70,7 @@ def retrieval_grid(config: RetrievalConfig = RetrievalConfig()) -> dict:
     for P in config.loads:
         if P < 2:
             raise ValueError(f"every load P must be >= 2 (a margin needs another pattern), got {P}")
-        draws = [draw(P, config.dim, config.noise, gen, config.queries)
-                 for _ in range(max(1, math.ceil(config.queries / P)))]
+        draws = _draws(config, P, gen)
         for kind in config.maps:
             m = sh.margin(kind)
             for beta in config.betas:
@@ -139,8 +144,7 @@ def metastable_sets(config: RetrievalConfig = RetrievalConfig(), iterations: int
     gen = torch.Generator().manual_seed(config.seed)
     rows = []
     for P in config.loads:
-        draws = [draw(P, config.dim, config.noise, gen, config.queries)
-                 for _ in range(max(1, math.ceil(config.queries / P)))]
+        draws = _draws(config, P, gen)
         for kind in (k for k in config.maps if k != "softmax"):
             prediction = sh.regulariser(kind).prediction
             for beta in config.betas:

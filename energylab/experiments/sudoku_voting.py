@@ -179,16 +179,30 @@ def voting_4x4(ks=(1, 4, 16), sigmas=(SIGMA, 0.3), seed: int = 0, models=PRETRAI
     return results
 
 
-def commit_voting_4x4(overwrite: bool = False, **kwargs) -> str:
-    """Run :func:`voting_4x4` and write it with provenance to ``results/sudoku/voting-4x4.json``; return the path."""
+def _commit(name: str, make, entry: str, overwrite: bool, kwargs: dict) -> str:
+    """Run ``make(**kwargs)`` and write it with provenance to ``results/sudoku/<name>.json`` (refusing to replace a
+    committed file unless ``overwrite``); the recorded command calls ``entry`` of this module. Returns the path."""
     from energylab.engine.committed import check_not_committed, commit_results, committed_path, source_commit
 
-    check_not_committed(committed_path("sudoku", "voting-4x4"), overwrite)
+    check_not_committed(committed_path("sudoku", name), overwrite)
     source, started = source_commit(), time.perf_counter()
-    results = voting_4x4(**kwargs)
-    return commit_results(results, "sudoku", "voting-4x4", seconds=time.perf_counter() - started, source=source,
-                          command="python -c 'from energylab.experiments.sudoku_voting import commit_voting_4x4; "
-                                  "commit_voting_4x4()'", overwrite=overwrite)
+    results = make(**kwargs)
+    return commit_results(results, "sudoku", name, seconds=time.perf_counter() - started, source=source,
+                          overwrite=overwrite,
+                          command=f"python -c 'from energylab.experiments.sudoku_voting import {entry}; {entry}()'")
+
+
+def search_boards(n_boards: int) -> SudokuDataset:
+    """The first ``n_boards`` of the 1,000 boards that need search (``9x9-search``)."""
+    from energylab.experiments.sudoku import load_set
+
+    data = load_set("9x9-search", "test", 1000, 9)
+    return SudokuDataset(data.puzzles[:n_boards], data.solutions[:n_boards])
+
+
+def commit_voting_4x4(overwrite: bool = False, **kwargs) -> str:
+    """Run :func:`voting_4x4` and write it with provenance to ``results/sudoku/voting-4x4.json``; return the path."""
+    return _commit("voting-4x4", voting_4x4, "commit_voting_4x4", overwrite, kwargs)
 
 
 GPU_RUN = "gpu-9x9-aug"  # the committed 9×9 run whose Transformer's weights are kept beside it
@@ -215,10 +229,7 @@ def gpu_transformer() -> LoopedModel:
 def voting_search(n_boards: int = 500, settings=SEARCH_SETTINGS, seed: int = 0) -> Results:
     """:func:`voting_table` for :func:`gpu_transformer` on the first ``n_boards`` boards that need search
     (``9x9-search``), at each (T, ks) of ``settings``: one row per (T, K, method) in ``tables["voting"]``."""
-    from energylab.experiments.sudoku import load_set
-
-    data = load_set("9x9-search", "test", 1000, 9)
-    data = SudokuDataset(data.puzzles[:n_boards], data.solutions[:n_boards])
+    data = search_boards(n_boards)
     model = gpu_transformer()
     results = Results("sudoku", {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
                                  "settings": [[t, list(ks)] for t, ks in settings], "sigma": SIGMA, "seed": seed})
@@ -234,15 +245,7 @@ def voting_search(n_boards: int = 500, settings=SEARCH_SETTINGS, seed: int = 0) 
 
 def commit_voting_search(overwrite: bool = False, **kwargs) -> str:
     """Run :func:`voting_search` and write it with provenance to ``results/sudoku/voting-9x9-search.json``."""
-    from energylab.engine.committed import check_not_committed, commit_results, committed_path, source_commit
-
-    check_not_committed(committed_path("sudoku", "voting-9x9-search"), overwrite)
-    source, started = source_commit(), time.perf_counter()
-    results = voting_search(**kwargs)
-    return commit_results(results, "sudoku", "voting-9x9-search", seconds=time.perf_counter() - started,
-                          source=source, overwrite=overwrite,
-                          command="python -c 'from energylab.experiments.sudoku_voting import commit_voting_search; "
-                                  "commit_voting_search()'")
+    return _commit("voting-9x9-search", voting_search, "commit_voting_search", overwrite, kwargs)
 
 
 DEPTHS = (16, 32, 64, 128, 256, 512, 1024)  # test iterations of the depth curve (T = 16 trained)
@@ -252,10 +255,9 @@ def depth_search(n_boards: int = 500, depths=DEPTHS) -> Results:
     """:func:`gpu_transformer` run once, long, on the first ``n_boards`` boards that need search: board and cell
     accuracy after each number of iterations in ``depths`` (one pass, read out along the way), in ``final`` as
     ``9x9-search/board@T<t>`` and ``.../cell@T<t>``: how far test-time depth alone goes, beside the votes."""
-    from energylab.experiments.sudoku import load_set, test_time
+    from energylab.experiments.sudoku import test_time
 
-    data = load_set("9x9-search", "test", 1000, 9)
-    data = SudokuDataset(data.puzzles[:n_boards], data.solutions[:n_boards])
+    data = search_boards(n_boards)
     results = Results("sudoku", {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
                                  "depths": list(depths)})
     for t, acc in test_time(gpu_transformer(), data, tuple(depths), chunk=250).items():
@@ -266,15 +268,7 @@ def depth_search(n_boards: int = 500, depths=DEPTHS) -> Results:
 
 def commit_depth_search(overwrite: bool = False, **kwargs) -> str:
     """Run :func:`depth_search` and write it with provenance to ``results/sudoku/depth-9x9-search.json``."""
-    from energylab.engine.committed import check_not_committed, commit_results, committed_path, source_commit
-
-    check_not_committed(committed_path("sudoku", "depth-9x9-search"), overwrite)
-    source, started = source_commit(), time.perf_counter()
-    results = depth_search(**kwargs)
-    return commit_results(results, "sudoku", "depth-9x9-search", seconds=time.perf_counter() - started,
-                          source=source, overwrite=overwrite,
-                          command="python -c 'from energylab.experiments.sudoku_voting import commit_depth_search; "
-                                  "commit_depth_search()'")
+    return _commit("depth-9x9-search", depth_search, "commit_depth_search", overwrite, kwargs)
 
 
 def voting_rows(results, test_set: str, sigma: float, k: int) -> dict[str, dict[str, float]]:
@@ -304,5 +298,5 @@ def voting_markdown(results, test_set: str, sigma: float, k: int) -> str:
 __all__ = ["voting_rows", "voting_markdown", "SIGMA", "METHODS", "PRETRAINED", "has_energy", "final_energy",
            "perturbed_starts", "vote_runs",
            "pick_lowest", "combine", "voting_table", "voting_4x4", "commit_voting_4x4", "GPU_RUN", "GPU_WEIGHTS",
-           "SEARCH_SETTINGS", "gpu_transformer", "voting_search", "commit_voting_search", "DEPTHS",
+           "SEARCH_SETTINGS", "gpu_transformer", "search_boards", "voting_search", "commit_voting_search", "DEPTHS",
            "depth_search", "commit_depth_search"]
