@@ -12,7 +12,8 @@ timers or lazily loaded code are seen too (its frames' and workers' included). A
 - a plotly figure's div holds no drawn SVG, or the figures do not follow the dark theme and back;
 - a saved widget view was not rendered;
 - a live figure (a JavaScript module of book/assets/js that computes in the page: the free-energy, Hopfield and
-  Newton explorers of chapters 1, 3 and 4, the sphere explorer of chapter 6) drew nothing, or its functions, run on
+  Newton explorers of chapters 1, 3 and 4, the sphere explorer of chapter 6, the sparse Hopfield explorer of
+  chapter 12) drew nothing, or its functions, run on
   fixed inputs, differ from energylab's in float64 (by more than 1e-9 relative; the sphere flow by more than 1e-6);
 - a Sudoku solver (book/assets/js/sudoku_solver.js) drew no prediction, or its JavaScript models' logits differ from
   the torch models of energylab.pretrained by more than 1e-4 at any iteration (the time from navigation to its first
@@ -593,8 +594,8 @@ def check_dark_live(page) -> list[str]:
     return problems
 
 
-# The live figures of chapters 1, 3 and 4 (book/assets/js/free_energy_explorer.js, hopfield_explorer.js,
-# newton_explorer.js): their functions, on fixed inputs, against energylab's in float64
+# The live figures of chapters 1, 3, 4 and 12 (book/assets/js/free_energy_explorer.js, hopfield_explorer.js,
+# newton_explorer.js, sparse_hopfield_explorer.js): their functions, on fixed inputs, against energylab's in float64
 LIVE_TOL = 1e-9
 # chapter 1's six token energies (section 1.4, to three decimals, as its figure's div carries them) and its T range
 CHAPTER1_ENERGIES = [0.643, 0.837, 1.813, 2.571, 2.636, 3.756]
@@ -682,6 +683,80 @@ def check_hopfield_explorer(page) -> list[str]:
     return check_live_figure(page, "hopfield-explorer", calls)
 
 
+def check_sparse_hopfield_explorer(page) -> list[str]:
+    """SparseHopfieldExplorer's maps, energy, step and retrieve against energylab.forms.sparse_hopfield: random scores
+    at three scales (the sparse maps one-hot, sparse and dense), random patterns and states at three β, and the page's
+    own digits with its corrupted queries, iterated for 12 steps by every map, and the query margin."""
+    import torch
+
+    from energylab.forms import sparse_hopfield as sh
+
+    g = torch.Generator().manual_seed(0)
+    library = {"softmax": sh.softmax, "sparsemax": sh.sparsemax, "entmax15": sh.entmax15,
+               "normmax": lambda t: sh.normmax(t, 2.0)}
+    alpha = {"normmax": 2.0}
+    calls = []
+    for scale in (0.3, 3.0, 30.0):
+        theta = scale * torch.randn(11, generator=g, dtype=torch.float64)
+        calls += [(f"map(theta * {scale}, {kind})", js_call("SparseHopfieldExplorer.map", theta, kind), f(theta))
+                  for kind, f in library.items()]
+    X, xi = torch.randn(7, 12, generator=g, dtype=torch.float64), torch.randn(12, generator=g, dtype=torch.float64)
+    for kind in library:
+        for beta in (0.5, 4.0, 40.0):
+            a = alpha.get(kind)
+            calls += [(f"energy(xi, X, {beta}, {kind})", js_call("SparseHopfieldExplorer.energy", xi, X, beta, kind),
+                       sh.fy_hopfield_energy(xi, X, beta, kind, a)),
+                      (f"step(xi, X, {beta}, {kind})", js_call("SparseHopfieldExplorer.step", xi, X, beta, kind),
+                       xi + sh.fy_hopfield_update(xi, X, beta, kind, a))]
+    page_digits = evaluate(page, "{X: HopfieldExplorer.patterns(), "
+                           "queries: [[3, 0.2, 0], [8, 0.35, 5]].map(a => HopfieldExplorer.corrupt(...a))}",
+                           "SparseHopfieldExplorer's digits")
+    digits = torch.tensor(page_digits["X"], dtype=torch.float64)
+    for k, query in enumerate(page_digits["queries"]):
+        q = torch.tensor(query, dtype=torch.float64)
+        target = torch.tensor([[3, 8][k]])
+        calls.append((f"queryMargin(query {k})", js_call("SparseHopfieldExplorer.queryMargin", q, digits, [3, 8][k]),
+                      sh.query_margin(q[None], digits, target)[0]))
+        for kind in library:
+            for beta in (2.0, 16.0):
+                states, energies, state = [q], [], q
+                for _ in range(12):
+                    state = state + sh.fy_hopfield_update(state, digits, beta, kind, alpha.get(kind))
+                    states.append(state)
+                energies = [sh.fy_hopfield_energy(s, digits, beta, kind, alpha.get(kind)) for s in states]
+                expr = js_call("SparseHopfieldExplorer.retrieve", q, digits, beta, kind, 12)
+                calls += [(f"retrieve(query {k}, digits, {beta}, {kind}, 12).states", expr + ".states",
+                           torch.stack(states)),
+                          (f"retrieve(query {k}, digits, {beta}, {kind}, 12).energies", expr + ".energies",
+                           torch.stack(energies))]
+    problems = check_live_figure(page, "sparse-hopfield-explorer", calls)
+    # chapter 12 says where the figure starts: one sparsemax step lands on the digit, one 1.5-entmax step does not
+    start = evaluate(page, "(d => ({...d, query: HopfieldExplorer.corrupt(d.digit, d.flip, d.seed)}))"
+                     "(SparseHopfieldExplorer.DEFAULTS)", "SparseHopfieldExplorer.DEFAULTS")
+    problems += [f"sparse-hopfield-explorer: {p}" for p in explorer_start_problems(start, digits)]
+    return problems
+
+
+def explorer_start_problems(start: dict, digits) -> list[str]:
+    """What chapter 12 says of its live figure's first state (the page's query and β in ``start``) that does not hold
+    for the patterns ``digits``: sparsemax's one step exact, 1.5-entmax's not, softmax's weights on every digit."""
+    import torch
+
+    from energylab.forms import sparse_hopfield as sh
+
+    query = torch.tensor(start["query"], dtype=torch.float64)
+    theta = start["beta"] * digits @ query
+    target = torch.nn.functional.one_hot(torch.tensor(start["digit"]), len(digits)).to(theta.dtype)
+    problems = []
+    if not torch.equal(sh.sparsemax(theta), target):
+        problems.append("at its start one sparsemax step does not land exactly on the digit")
+    if torch.equal(sh.entmax15(theta), target):
+        problems.append("at its start one 1.5-entmax step already lands exactly on the digit")
+    if not bool((sh.softmax(theta) > 0.01).all()):
+        problems.append("at its start softmax does not spread weight over every digit")
+    return problems
+
+
 def check_newton_explorer(page) -> list[str]:
     """NewtonExplorer's F*, gradient and Newton directions and trajectories against energylab.forms.free_energy,
     energylab.forms.newton and energylab.descent.descend: a random instance in d = 3 (the catalog's att2nd sampler)
@@ -723,7 +798,8 @@ def check_newton_explorer(page) -> list[str]:
 LIVE_FIGURES = {"sphere-explorer": ("svg.main-svg", check_sphere_flow),
                 "free-energy-explorer": ("svg", check_free_energy_explorer),
                 "hopfield-explorer": ("svg", check_hopfield_explorer),
-                "newton-explorer": ("svg", check_newton_explorer)}
+                "newton-explorer": ("svg", check_newton_explorer),
+                "sparse-hopfield-explorer": ("svg", check_sparse_hopfield_explorer)}
 
 
 # the page's Sudoku models (book/assets/js/sudoku_solver.js) against torch on fixed boards: two test boards of each

@@ -92,7 +92,7 @@ def test_a_live_figure_must_be_drawn(site):
     (site / "book" / "live.html").write_text('<div class="newton-explorer"></div><div class="hopfield-explorer"></div>')
     expected = ss.expected_content(site / "book" / "live.html")
     assert expected["live"] == {"sphere-explorer": 0, "free-energy-explorer": 0, "hopfield-explorer": 1,
-                                "newton-explorer": 1}
+                                "newton-explorer": 1, "sparse-hopfield-explorer": 0}
     assert not ss.rendered(DONE, expected)
     assert not ss.rendered({**DONE, "live_drawn": {"newton-explorer": 1}}, expected)
     assert ss.rendered({**DONE, "live_drawn": {"newton-explorer": 1, "hopfield-explorer": 1}}, expected)
@@ -115,6 +115,27 @@ def test_chapters_1_3_and_4_carry_their_live_figures():
     assert ss.relative_error([1.0], [1.0, 2.0]) == float("inf")  # another shape
     assert ss.relative_error([float("nan")], [1.0]) == float("inf")
     assert ss.js_call("F.f", [1.5, 2], {"a": 0.1}) == 'F.f([1.5, 2], {"a": 0.1})'
+
+
+def test_chapter_12_carries_its_live_figure_and_what_it_says_of_its_start_can_fail():
+    """Chapter 12 keeps the sparse explorer; the smoke test's check of the text's three statements about the figure's
+    first state (sparsemax exact in one step, 1.5-entmax not, softmax dense) fails when one of them does not hold."""
+    import json
+
+    import torch
+
+    nb = json.loads((SCRIPT.parents[1] / "notebooks" / "12_sparse_hopfield.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
+    assert sum(s.count('<div class="sparse-hopfield-explorer"></div>') for s in cells) == 1
+    assert "sparse-hopfield-explorer" in ss.LIVE_FIGURES
+    digits = torch.eye(4, dtype=torch.float64)  # query margin 0.3 for digit 0: exact for sparsemax iff beta >= 1/0.3
+    start = {"digit": 0, "query": [0.5, 0.2, 0.1, 0.0]}
+    assert ss.explorer_start_problems({**start, "beta": 4.0}, digits) == []
+    assert ss.explorer_start_problems({**start, "beta": 3.0}, digits) == [
+        "at its start one sparsemax step does not land exactly on the digit"]
+    assert ss.explorer_start_problems({**start, "beta": 7.0}, digits) == [
+        "at its start one 1.5-entmax step already lands exactly on the digit"]
+    assert "softmax does not spread" in ss.explorer_start_problems({**start, "beta": 40.0}, digits)[-1]
 
 
 def test_a_sudoku_solver_must_draw_a_prediction(site):
