@@ -1,9 +1,10 @@
 """Keep the chapters' code within 88 columns: `python scripts/format_notebooks.py [--check] [NOTEBOOK ...]`.
 
 A reader's JupyterLab does not wrap code, and the website shows 88 columns at a laptop's width, so a longer line
-is either cut off or broken by the page. This formats every code cell with ``ruff format --line-length 88`` after one
-pre-pass ruff does not do: a trailing comment that pushes its line past the limit moves onto its own line above it
-(wrapped when it is itself too long), instead of ruff splitting the statement around it.
+is either cut off or broken by the page. This formats every code cell with ``ruff format --line-length 88`` after two
+passes ruff does not do: a trailing comment that pushes its line past the limit moves onto its own line above it
+(wrapped when it is itself too long), instead of ruff splitting the statement around it; and a string literal alone
+on a line past the limit is split at spaces into adjacent literals (Python joins them into the same string).
 
 Only the code cells' sources change, never an output, so a formatted chapter needs no re-execution (nbval still
 compares every output). The notebook is written back in the book's own JSON layout (ruff's own notebook writer
@@ -14,9 +15,11 @@ line ruff cannot shorten (a long string) is listed in every mode: tests/book/tes
 from __future__ import annotations
 
 import argparse
+import ast
 import io
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -69,10 +72,68 @@ def lift_comments(source: str) -> str:
     return "\n".join(out)
 
 
+# a line holding one string literal: indentation, an optional keyword, the literal, closing commas or brackets
+STRING_LINE = re.compile(r"""^(?P<head>\s*(?:\w+=)?)(?P<prefix>[fr]?)(?P<quote>["'])(?P<body>.*)(?P=quote)"""
+                         r"""(?P<tail>[,)]*)$""")
+
+
+def _split_points(body: str) -> list[int]:
+    """Indices just after a space of ``body`` that lies outside every {replacement field} and after no backslash."""
+    points, depth = [], 0
+    for i, ch in enumerate(body):
+        if ch in "{}" and body[i + 1: i + 2] == ch and depth == 0:
+            continue  # {{ or }} is a literal brace
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == " " and depth == 0 and i + 1 < len(body) and body[i - 1: i] != "\\":
+            points.append(i + 1)
+    return points
+
+
+def split_strings(source: str) -> str:
+    """A string literal alone on a line past the limit, split at spaces into adjacent literals of the same kind (the
+    same string: Python joins them); kept only where the cell still parses to the same tree."""
+    lines, changed = source.split("\n"), False
+    out: list[str] = []
+    for line in lines:
+        match = STRING_LINE.match(line) if len(line) > WIDTH else None
+        if match is None or "\\" in match["body"] or match["quote"] in match["body"]:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()))
+        head, prefix, quote, body = match["head"], match["prefix"], match["quote"], match["body"]
+        pieces, start, first = [], 0, True
+        while len(indent) + len(prefix) + len(body) - start + 2 + len(match["tail"]) + (len(head) - len(indent)
+                                                                                        if first else 0) > WIDTH:
+            room = WIDTH - len(indent) - len(prefix) - 2 - ((len(head) - len(indent)) if first else 0)
+            fits = [p for p in _split_points(body) if start < p <= start + room]
+            if not fits:
+                break
+            pieces.append(body[start:fits[-1]])
+            start, first = fits[-1], False
+        if not pieces:
+            out.append(line)
+            continue
+        pieces.append(body[start:])
+        for k, piece in enumerate(pieces):
+            lead = head if k == 0 else indent
+            end = match["tail"] if k == len(pieces) - 1 else ""
+            kind = prefix if "{" in piece or "}" in piece or prefix != "f" else ""
+            out.append(f"{lead}{kind}{quote}{piece}{quote}{end}")
+        changed = True
+    if not changed:
+        return source
+    new = "\n".join(out)
+    try:
+        same = ast.dump(ast.parse(new)) == ast.dump(ast.parse(source))
+    except SyntaxError:
+        same = False
+    return new if same else source
+
+
 def format_source(source: str) -> str:
     if has_magic(source) or not source.strip():
         return source
-    lifted = lift_comments(source)
+    lifted = split_strings(lift_comments(source))
     done = subprocess.run([_ruff(), "format", "--line-length", str(WIDTH), "--no-cache", "--stdin-filename",
                            "cell.py", "-"], input=lifted, capture_output=True, text=True)
     if done.returncode != 0:

@@ -153,11 +153,14 @@ def load_committed(experiment: str, name: str = "medium", root: str | None = Non
 
 
 def describe_provenance(provenance: dict) -> str:
-    """One line for a caption: date, machine, commit (and whether the tree was dirty), wall-clock time."""
+    """One line for a caption: date, machine, commit (and whether the tree was dirty), wall-clock time, and any
+    amendment made to the file afterwards."""
     m = provenance["machine"]
     where = m.get("accelerator") or f"{m.get('processor', '?')}, {m.get('torch_threads', '?')} thread(s)"
     commit = (provenance.get("commit") or "unknown commit")[:10] + (" + local changes" if provenance.get("dirty")
                                                                      else "")
     took = "" if provenance.get("seconds") is None else f", {provenance['seconds'] / 60:.1f} min"
     pinned = ", pinned numerics" if provenance.get("numerics") == "pinned" else ""
-    return f"run {provenance['date'][:10]} on {where} at {commit}{took}{pinned}"
+    # a later change to the file that did not rerun it (scripts/recompute_spreads.py), said wherever it is shown
+    amended = "".join(f"; amended {a['date']}: {a['what']}" for a in provenance.get("amended", ()))
+    return f"run {provenance['date'][:10]} on {where} at {commit}{took}{pinned}{amended}"

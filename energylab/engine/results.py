@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from energylab.engine.runs import RESULTS, prepare_out_dir, read_json, write_json
+
+
+def seed_spread(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and spread of one number over seeds (or any repeated runs), the book's one convention for a ``_std`` in
+    a committed table: the sample standard deviation (ddof = 1), since the seeds are a sample of the seeds one could
+    have run; 0.0 for a single run. In float64 with torch's mean and std, as the committed tables were computed."""
+    import torch
+
+    v = torch.tensor([float(x) for x in values], dtype=torch.float64)
+    if v.numel() == 0:
+        raise ValueError("seed_spread needs at least one value")
+    return float(v.mean()), float(v.std()) if v.numel() > 1 else 0.0
 
 
 @dataclass

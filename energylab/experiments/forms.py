@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from energylab._setup import choose_device
-from energylab.engine.results import Results
+from energylab.engine.results import Results, seed_spread
 from energylab.engine.runs import config_record
 from energylab.engine.train import TrainConfig, train
 from energylab.experiments.sudoku import blank_loss, epoch_batches, load_set, test_time
@@ -167,18 +167,17 @@ def time_per_step(config: Config, data, rounds: int = 3) -> dict[str, float]:
 
 
 def summarize(rows: list[dict], baseline: str, timing: dict[str, float] | None = None) -> list[dict]:
-    """One row per layer: mean and spread (population std) of cell/board accuracy over seeds, parameters, and
-    the time per step over the baseline's: from ``timing`` (:func:`time_per_step`) when given, else the median
-    of the runs' own times."""
+    """One row per layer: mean and spread (:func:`~energylab.engine.results.seed_spread`) of cell/board accuracy over
+    seeds, parameters, and the time per step over the baseline's: from ``timing`` (:func:`time_per_step`) when
+    given, else the median of the runs' own times."""
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     median_time = timing or {name: statistics.median(r["seconds_per_step"] for r in rows if r["layer"] == name
                                                      and r["seconds_per_step"] is not None) for name in layers}
     out = []
     for name in layers:
         mine = [r for r in rows if r["layer"] == name]
-        cell, board = [r["cell"] for r in mine], [r["board"] for r in mine]
-        out.append({"layer": name, "cell": statistics.fmean(cell), "cell_std": statistics.pstdev(cell),
-                    "board": statistics.fmean(board), "board_std": statistics.pstdev(board),
+        (cell, cell_std), (board, board_std) = (seed_spread(r[k] for r in mine) for k in ("cell", "board"))
+        out.append({"layer": name, "cell": cell, "cell_std": cell_std, "board": board, "board_std": board_std,
                     "parameters": mine[0]["parameters"], "time_ratio": median_time[name] / median_time[baseline],
                     "seeds": len(mine)})
     return out

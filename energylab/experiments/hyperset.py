@@ -30,6 +30,7 @@ from energylab._checks import check_count, check_int, check_labels, check_tensor
 from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
 from energylab.engine.batches import EpochOrder
+from energylab.engine.results import seed_spread
 from energylab.engine.runs import config_record
 from energylab.engine.train import Results, TrainConfig, train
 from energylab.engine.verdicts import compare, scaling, trend
@@ -255,12 +256,11 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                 traces.append(iteration_metrics(model, x_te, max(config.test_iterations)))
                 if seed == seeds[0]:
                     states[layer] = head_trajectory(model, x_te[:1], max(config.test_iterations))
-        for t in sorted(set(config.test_iterations)):  # seed means (and sample std, ddof = 1, over >= 2 seeds)
-            v = torch.tensor([r["accuracy"] for r in rows if r["layer"] == layer and r["iterations"] == t],
-                             dtype=torch.float64)
-            results.final[f"{layer}@T{t}"] = float(v.mean())
-            if len(v) > 1:
-                results.final[f"{layer}@T{t}/std"] = float(v.std())
+        for t in sorted(set(config.test_iterations)):  # seed means (and their spread, over >= 2 seeds)
+            got = [r["accuracy"] for r in rows if r["layer"] == layer and r["iterations"] == t]
+            results.final[f"{layer}@T{t}"], std = seed_spread(got)
+            if len(got) > 1:
+                results.final[f"{layer}@T{t}/std"] = std
         if traces:
             metrics[layer] = {k: [round(sum(tr[k][i] for tr in traces) / len(traces), 6)
                                   for i in range(len(traces[0][k]))] for k in traces[0]}

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from energylab.baselines import constant_accuracy, constant_row_accuracy
 from energylab.engine.batches import EpochOrder
 from energylab.engine.ensemble import train_ensemble
-from energylab.engine.results import History, Results
+from energylab.engine.results import History, Results, seed_spread
 from energylab.engine.runs import config_record
 from energylab.engine.train import TrainConfig, train
 from energylab.layers import MHA2nd1st, MHA2nd1stCorrected, MultiHeadAttention
@@ -251,9 +251,7 @@ def _seed_stats(config: Config, histories: list[History]) -> dict[str, float]:
             names["answer_auc"] = lambda h: curve_auc(h, "eval/answer_greedy")
     out = {}
     for key, fn in names.items():
-        values = torch.tensor([fn(h) for h in histories], dtype=torch.float64)
-        out[key] = float(values.mean())
-        out[f"{key}_std"] = float(values.std()) if len(values) > 1 else 0.0
+        out[key], out[f"{key}_std"] = seed_spread(fn(h) for h in histories)
     return out
 
 

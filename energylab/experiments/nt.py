@@ -20,7 +20,7 @@ from energylab._setup import choose_device
 from energylab.baselines import constant_accuracy
 from energylab.engine.batches import epoch_generator
 from energylab.engine.ensemble import train_ensemble
-from energylab.engine.results import Results
+from energylab.engine.results import Results, seed_spread
 from energylab.engine.runs import config_record
 from energylab.engine.train import TrainConfig
 from energylab.models import count_parameters
@@ -318,9 +318,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
                 variation.append(weight_variation(model, x_var))
             for key in finals[0]:
                 if key.startswith("acc"):
-                    values = torch.tensor([f[key] for f in finals], dtype=torch.float64)
-                    results.final[f"{label}/{key}_mean"] = float(values.mean())
-                    results.final[f"{label}/{key}_std"] = float(values.std()) if len(values) > 1 else 0.0
+                    mean, std = seed_spread(f[key] for f in finals)
+                    results.final[f"{label}/{key}_mean"], results.final[f"{label}/{key}_std"] = mean, std
             acc = torch.tensor([f["acc"] for f in finals], dtype=torch.float64)
             rows.append({"task": task.name, "attention": attention, "seeds": len(seeds), "epochs": task.epochs,
                          "acc_mean": float(acc.mean()), "acc_min": float(acc.min()), "acc_max": float(acc.max()),

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from energylab._setup import choose_device
 from energylab.engine.batches import EpochOrder
+from energylab.engine.results import seed_spread
 from energylab.engine.runs import config_record
 from energylab.engine.train import History, Results, TrainConfig, train
 from energylab.experiments.sudoku_profiles import CHAPTER, COST, LEAGUE_LR, PROFILES, Config  # noqa: F401 - API
@@ -185,9 +186,7 @@ def merge_league(config: Config, runs: dict[str, Results]) -> Results:
                 got = [r for r in res.tables["test_time"] if r["set"] == s and r["iterations"] == t]
                 row = {"layer": name, "set": s, "iterations": t, "seeds": len(got)}
                 for k in ("board", "cell"):
-                    v = torch.tensor([r[k] for r in got], dtype=torch.float64)
-                    row[k] = float(v.mean())
-                    row[f"{k}_std"] = float(v.std()) if len(got) > 1 else 0.0
+                    row[k], row[f"{k}_std"] = seed_spread(r[k] for r in got)
                     merged.final[f"{name}/{s}/{k}@T{t}"] = row[k]
                 league.append(row)
         layers[name] = {k: res.extra.get(k) for k in ("test_time", "test_time_clamped", "parameters", "metrics", "lr")}

@@ -1,5 +1,6 @@
 """The derived energies and looped blocks (energylab.layers.derived), the `forms` experiment and the derive bench."""
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from energylab.layers import derived as D
 from energylab.layers.energy import derive
 from energylab.layers.registry import LAYERS
 from energylab.models import count_parameters
+from tests.probes import ROOT, script
 
 
 @pytest.mark.parametrize("name", sorted(D.ENERGIES))
@@ -71,7 +73,8 @@ def test_summarize_means_spreads_and_ratios():
             for s, (c, b, t) in enumerate([(0.5, 0.1, 1.0), (0.7, 0.3, 3.0), (0.6, 0.2, 2.0)])]
     rows += [{"layer": "b", "seed": 0, "cell": 0.9, "board": 0.8, "parameters": 7, "seconds_per_step": 5.0}]
     out = forms.summarize(rows, baseline="a")
-    assert out[0]["cell"] == pytest.approx(0.6) and out[0]["cell_std"] == pytest.approx((0.02 / 3) ** 0.5)
+    # the sample standard deviation (seed_spread, ddof = 1): sum of squares 0.02 over 3 - 1
+    assert out[0]["cell"] == pytest.approx(0.6) and out[0]["cell_std"] == pytest.approx(0.1)
     assert out[0]["time_ratio"] == 1.0 and out[1]["time_ratio"] == pytest.approx(2.5)
     assert out[1]["parameters"] == 7 and out[1]["seeds"] == 1
     timed = forms.summarize(rows, baseline="a", timing={"a": 2.0, "b": 1.0})
@@ -88,7 +91,7 @@ def test_committed_quick_run_that_the_atlas_shows():
     Atlas reads off its table: softmax MHA and expressive attention lead, the energy feedforwards next. Within each
     group the two are within one seed spread, so the chapter does not order them and neither does this test; the
     gap between the groups is larger than the spreads, so a rerun that swapped groups would fail."""
-    from energylab.engine.committed import load_committed
+    from energylab.engine.committed import describe_provenance, load_committed
 
     res, prov = load_committed("forms", "quick")
     summary = {r["layer"]: r for r in res.tables["summary"]}
@@ -105,3 +108,9 @@ def test_committed_quick_run_that_the_atlas_shows():
     assert all(apart(a, b) for a in top for b in feedforwards)
     assert round(summary["form-mha"]["board"], 3) == 0.714 and summary["form-kernel_linear"]["board"] == 0.0
     assert prov["commit"] and not prov["dirty"] and prov["machine"]["torch_threads"] == 1
+    # its spreads follow the book's one convention (recomputed from the runs table, and said in its provenance)
+    recompute = script("recompute_spreads")
+    assert recompute.stale(json.loads((ROOT / "results" / "forms" / "quick.json").read_text()), "runs", "summary",
+                           ("cell", "board")) == []
+    assert [a["command"] for a in prov["amended"]] == ["python scripts/recompute_spreads.py"]
+    assert "amended" in describe_provenance(prov) and "sample standard deviations" in describe_provenance(prov)
