@@ -32,6 +32,7 @@ from torch import nn
 
 from energylab._checks import check_bool, check_instance, check_int, value_checks_off
 from energylab.layers import layer_builder  # the package: importing it registers every layer family
+from energylab.models import matmul_flops
 
 
 @dataclass
@@ -127,6 +128,13 @@ class LoopedModel(nn.Module):
     def trace(self, tokens: torch.Tensor, iterations: int, hook: Callable) -> list:
         """[hook(t, x_t, c) for t = 1..iterations]: energies, norms, accuracies per iteration, as asked."""
         return [hook(t, x, c) for t, x, c in self._steps(tokens, iterations)]
+
+    def work(self, iterations: int | None = None) -> int:
+        """The work of answering one board at ``iterations`` (default config.iterations): the FLOPs of its matrix
+        products (:func:`energylab.models.matmul_flops`), counted on a blank board (the work does not depend on
+        the givens). What a score at T is compared at, beside the iteration count."""
+        board = torch.zeros(1, self.config.size ** 2, dtype=torch.long, device=next(self.parameters()).device)
+        return matmul_flops(self, board, iterations)
 
     def energy(self, x: torch.Tensor, c: torch.Tensor | None = None) -> torch.Tensor:
         """The layer's energy of states x (B, N, d) -> (B,); AttributeError if the layer defines none."""
