@@ -35,8 +35,11 @@ def _ruff() -> str:
     return found
 
 
+MAGIC = re.compile(r"^\s*(%{1,2}|!)[A-Za-z_]")  # %pip, %%time, !ls; not a line that continues "x % (y)"
+
+
 def has_magic(source: str) -> bool:
-    return any(line.lstrip().startswith(("%", "!")) for line in source.splitlines())
+    return any(MAGIC.match(line) for line in source.splitlines())
 
 
 def _wrap_comment(indent: str, comment: str) -> list[str]:
