@@ -739,7 +739,8 @@ def check_sparse_hopfield_explorer(page) -> list[str]:
 
 def explorer_start_problems(start: dict, digits) -> list[str]:
     """What chapter 12 says of its live figure's first state (the page's query and β in ``start``) that does not hold
-    for the patterns ``digits``: sparsemax's one step exact, 1.5-entmax's not, softmax's weights on every digit."""
+    for the patterns ``digits``: sparsemax's one step exact, 1.5-entmax's not (but at twice the β), softmax's weights
+    on every digit, and at half the β sparsemax run to rest on a set of digits."""
     import torch
 
     from energylab.forms import sparse_hopfield as sh
@@ -754,6 +755,13 @@ def explorer_start_problems(start: dict, digits) -> list[str]:
         problems.append("at its start one 1.5-entmax step already lands exactly on the digit")
     if not bool((sh.softmax(theta) > 0.01).all()):
         problems.append("at its start softmax does not spread weight over every digit")
+    if not torch.equal(sh.entmax15(2 * theta), target):
+        problems.append("at twice its β one 1.5-entmax step does not land exactly on the digit")
+    state = query  # at half its β sparsemax, run to rest (the figure's 40 steps), rests on a set of digits
+    for _ in range(40):
+        state = digits.T @ sh.sparsemax(start["beta"] / 2 * digits @ state)
+    if int((sh.sparsemax(start["beta"] / 2 * digits @ state) > 0).sum()) < 2:
+        problems.append("at half its β sparsemax run to rest ends on a single digit, not on a set")
     return problems
 
 

@@ -128,14 +128,17 @@ def test_chapter_12_carries_its_live_figure_and_what_it_says_of_its_start_can_fa
     cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
     assert sum(s.count('<div class="sparse-hopfield-explorer"></div>') for s in cells) == 1
     assert "sparse-hopfield-explorer" in ss.LIVE_FIGURES
-    digits = torch.eye(4, dtype=torch.float64)  # query margin 0.3 for digit 0: exact for sparsemax iff beta >= 1/0.3
-    start = {"digit": 0, "query": [0.5, 0.2, 0.1, 0.0]}
-    assert ss.explorer_start_problems({**start, "beta": 4.0}, digits) == []
-    assert ss.explorer_start_problems({**start, "beta": 3.0}, digits) == [
-        "at its start one sparsemax step does not land exactly on the digit"]
-    assert ss.explorer_start_problems({**start, "beta": 7.0}, digits) == [
-        "at its start one 1.5-entmax step already lands exactly on the digit"]
-    assert "softmax does not spread" in ss.explorer_start_problems({**start, "beta": 40.0}, digits)[-1]
+    # three patterns, two of them close: query margin 0.2 for pattern 0, so one sparsemax step is exact iff
+    # beta >= 5 and one 1.5-entmax step iff beta >= 10; iterated at beta / 2 = 3 sparsemax rests on {0, 1}
+    digits = torch.tensor([[1.0, 0.0, 0.0], [0.8, 0.6, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    start = {"digit": 0, "query": [1.0, 0.0, 0.5]}
+    assert ss.explorer_start_problems({**start, "beta": 6.0}, digits) == []
+    assert ss.explorer_start_problems({**start, "beta": 4.0}, digits)[0] == (
+        "at its start one sparsemax step does not land exactly on the digit")
+    assert ss.explorer_start_problems({**start, "beta": 11.0}, digits)[0] == (
+        "at its start one 1.5-entmax step already lands exactly on the digit")
+    assert "softmax does not spread" in " ".join(ss.explorer_start_problems({**start, "beta": 40.0}, digits))
+    assert "ends on a single digit" in " ".join(ss.explorer_start_problems({**start, "beta": 14.0}, digits))
 
 
 def test_a_sudoku_solver_must_draw_a_prediction(site):
