@@ -144,13 +144,47 @@ def format_source(source: str) -> str:
     return done.stdout.rstrip("\n")
 
 
+FENCE = re.compile(r"^(`{3,}|~{3,})\s*(\S*)")
+CODE_FENCES = ("python", "py", "ipython", "ipython3", "{code-block}")
+
+
+def markdown_code_lines(text: str) -> list[str]:
+    """The lines of code a Markdown text shows, as the page shows them: those of ```python fences and of indented
+    (4-space) blocks, such as the worked solutions' code (ruff does not format them: they are kept by hand)."""
+    out, lines, i, fence, after_blank = [], text.split("\n"), 0, None, True
+    while i < len(lines):
+        line = lines[i]
+        opened = FENCE.match(line.strip())
+        if fence is None and opened and opened.group(2) in CODE_FENCES:
+            fence = opened.group(1)
+        elif fence is not None:
+            if line.strip() == fence:
+                fence = None
+            else:
+                out.append(line)
+        elif line.startswith("    ") and line.strip() and after_blank:
+            while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+                if lines[i].strip():
+                    out.append(lines[i][4:])
+                i += 1
+            after_blank = False
+            continue
+        else:
+            after_blank = not line.strip() or bool(FENCE.match(line.strip())) or line.startswith(":")
+        i += 1
+    return out
+
+
 def long_lines(nb: dict) -> list[tuple[int, str]]:
-    """(cell index, line) for every code line over the limit, magic cells (the install cell's URL) aside."""
+    """(cell index, line) for every line of code over the limit, in code cells (magic cells, the install cell's URL,
+    aside) and in the code blocks of markdown cells."""
     found = []
     for index, cell in enumerate(nb["cells"]):
         source = "".join(cell["source"])
         if cell["cell_type"] == "code" and not has_magic(source):
             found += [(index, line) for line in source.split("\n") if len(line) > WIDTH]
+        elif cell["cell_type"] == "markdown":
+            found += [(index, line) for line in markdown_code_lines(source) if len(line) > WIDTH]
     return found
 
 

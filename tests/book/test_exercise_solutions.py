@@ -9,6 +9,7 @@ Where a solution states a result (in a comment or in its text), CHECKS asserts i
 would fail. Solutions with no code block are listed in PROSE_ONLY, and any code block not run in SKIPPED, so that
 neither can hide.
 """
+import ast
 import contextlib
 import io
 import json
@@ -102,7 +103,8 @@ PROSE_ONLY = {
 SKIPPED: dict[tuple[str, int], str] = {}
 
 # Names a solution uses that the chapter defines after its setup cell: the reader's state is that of every code
-# cell after the setup cell, in order, up to the one that starts with the given line, and in that one up to the
+# cell after the setup cell, in order, up to the one whose first line of code (comments aside) starts with the given
+# line, and in that one up to the
 # line that starts with `stop` (None: the whole cell). Running the cells in between matters: they draw from the
 # chapter's generator, so the data the solution sees are the chapter's (ex-joint's result depends on its draw).
 READER_STATE = {
@@ -125,16 +127,34 @@ def setup_source(chapter: str) -> str:
     return "".join(params["source"]) + "\n" + "".join(setup["source"])
 
 
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _code_start(source: str) -> str:
+    """The cell from its first line of code on (the comments a formatter lifts above a line are skipped)."""
+    lines = source.split("\n")
+    code = [k for k, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")]
+    return "\n".join(lines[code[0]:] if code else [])
+
+
 def reader_state_source(chapter: str, label: str) -> str:
     if label not in READER_STATE:
         return ""
     first, stop = READER_STATE[label]
     sources = ["".join(c["source"]) for c in _code_cells(chapter)]
     setup = next(k for k, src in enumerate(sources) if "energylab.setup_notebook(" in src)
-    (last,) = [k for k, src in enumerate(sources) if src.startswith(first)]
+    (last,) = [k for k, src in enumerate(sources) if _code_start(src).startswith(first)]
     lines = sources[last].split("\n")
-    if stop is not None:
-        lines = lines[:next(k for k, line in enumerate(lines) if line.startswith(stop)) + 1]
+    if stop is not None:  # up to the end of the statement that starts with `stop` (it may span several lines)
+        end = next(k for k, line in enumerate(lines) if line.startswith(stop)) + 1
+        while not _parses("\n".join(lines[:end])):
+            end += 1
+        lines = lines[:end]
     return "\n".join(sources[setup + 1:last] + ["\n".join(lines)])
 
 
