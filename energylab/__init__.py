@@ -4,10 +4,11 @@ The library behind the book, in one direction of dependence:
 
 * ``catalog`` <- ``forms`` (the energies and their operators, one module per family) -> ``layers`` (trainable
   layers, one module per family, and the registry of looped layers) -> ``models`` (whole networks) ->
-  ``experiments`` (one module per experiment, each with its profiles);
-* ``tasks`` (data and the no-learning solvers), ``baselines`` (the input-blind and no-learning scores beside every
-  result), ``engine`` (training, runs, results and the committed files), ``kernels`` (the fast paths behind one
-  boundary);
+  ``experiments`` (one module per experiment, each with its profiles) -> ``claims`` (what the chapters state about
+  the runs, as named booleans, one module per topic);
+* ``tasks`` (data, the no-learning solvers and the Sudoku harness), ``baselines`` (the input-blind and no-learning
+  scores beside every result), ``engine`` (training, runs, results and the committed files), ``kernels`` (the fast
+  paths behind one boundary);
 * tools of the chapters: ``sphere`` and ``flows`` (tokens as particles), ``descent`` and ``jacobians`` (dynamics),
   ``atlas``, ``viz`` (figures), ``notebook`` (a chapter's setup and its computed prose numbers), ``portable`` (the
   same numbers on every processor), ``bench`` and ``pretrained``.

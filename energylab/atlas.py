@@ -301,7 +301,7 @@ def layers_markdown(rows: list[dict], costs: dict[str, dict[int, dict]] | None =
 def forms_markdown(summary: list[dict], baselines: dict[str, dict[str, float]] | None = None) -> str:
     """The table of :mod:`energylab.experiments.forms` (its ``tables["summary"]``): every trainable form under one
     budget, best board accuracy first; accuracies as mean ± spread over seeds, time per step as a ratio. With
-    ``baselines`` (rung -> {"board", "cell"}, :func:`energylab.experiments.sudoku_claims.rungs` on the same boards)
+    ``baselines`` (rung -> {"board", "cell"}, :func:`energylab.baselines.sudoku_rungs` on the same boards)
     the no-learning rows follow, in italics."""
     ordered = sorted(summary, key=lambda r: (-r["board"], r["layer"]))
     cells = [{"layer": f"`{r['layer']}`", "board": f"{r['board']:.3f} ± {r['board_std']:.3f}",

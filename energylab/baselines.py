@@ -21,6 +21,7 @@ baseline has learnt nothing the scoring can see.
   no-learning baseline that reads the input without search: constraint propagation (naked and hidden singles)
   until nothing changes. Most generated 4×4 and 6×6 boards, and many 9×9 ones, need no search at all, so a looped
   layer that solves them has learnt propagation; only boards propagation leaves open test more.
+  :func:`sudoku_rungs` scores all three (:data:`SUDOKU_RUNGS`), as chapters 8 to 11 print them beside every model.
 """
 from __future__ import annotations
 
@@ -278,8 +279,20 @@ def sudoku_propagation_guess(dataset: SudokuDataset) -> dict[str, float]:
             "board": float(np.prod(np.where(blanks, chance, 1.0), axis=(1, 2)).mean())}
 
 
+# The no-learning baselines every Sudoku score of chapters 8 and 9 stands beside, weakest first
+SUDOKU_RUNGS = ("blind", "one elimination", "propagation")
+
+
+def sudoku_rungs(test: SudokuDataset, train: SudokuDataset) -> dict[str, dict[str, float]]:
+    """Board and cell accuracy on ``test`` of the three no-learning baselines (:data:`SUDOKU_RUNGS`): the input-blind
+    per-cell vote and one elimination (both with ``train``'s solutions as the reference), and constraint propagation
+    without search."""
+    return {"blind": sudoku_blind_vote(test, train), "one elimination": sudoku_baseline(test, train),
+            "propagation": sudoku_propagation(test)}
+
+
 __all__ = ["mean_image_prediction", "class_mean_prediction", "shrink_coefficients", "shrink_prediction",
            "image_baselines", "constant_accuracy",
            "constant_row_accuracy", "sudoku_candidates", "sudoku_baseline", "sudoku_blind_vote",
            "propagate_boards", "sudoku_propagation",
-           "sudoku_propagation_guess"]
+           "sudoku_propagation_guess", "SUDOKU_RUNGS", "sudoku_rungs"]

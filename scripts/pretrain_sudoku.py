@@ -30,6 +30,7 @@ import torch  # noqa: E402
 from energylab import experiments  # noqa: E402
 from energylab.experiments import sudoku as sudoku_ex  # noqa: E402
 from energylab.pretrained import DIRECTORY, TEST_BOARDS, accuracy, boards_dataset, file_sha256  # noqa: E402
+from energylab.tasks.sudoku_harness import load_set  # noqa: E402
 
 LAYERS = ("transformer", "hyperset", "itrsa", "akorn")
 
@@ -46,7 +47,7 @@ def save_test_boards(config) -> None:
     """The quick profile's test boards, as digit strings (row-major, 0 = blank)."""
     out = {}
     for name in config.test_sets:
-        ds = sudoku_ex.load_set(name, "test", config.n_test, config.size, config.data_seed)
+        ds = load_set(name, "test", config.n_test, config.size, config.data_seed)
         out[name] = {"puzzles": ["".join(map(str, p.ravel())) for p in ds.puzzles],
                      "solutions": ["".join(map(str, s.ravel())) for s in ds.solutions]}
     with open(os.path.join(DIRECTORY, TEST_BOARDS), "w") as f:

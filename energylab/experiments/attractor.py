@@ -30,14 +30,6 @@ from energylab.engine.batches import EpochOrder
 from energylab.engine.results import History, Results
 from energylab.engine.runs import config_record
 from energylab.engine.train import TrainConfig, train
-from energylab.experiments.attractor_claims import (  # noqa: F401 (one home)
-    MASKED_TOL,
-    MEAN_DIGIT_TOL,
-    attractor_statistics,
-    claims,
-    decide_table,
-    margins,
-)
 from energylab.models.attractor import AttractorConfig, BareSelfAttention, PatchViT, RecurrentBlock
 from energylab.tasks import images as im
 
@@ -356,7 +348,7 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
             _variances(res, "bare", pix[best], mask)
             _variances(res, "data", target, mask)
             for t, name in ((best, "best"), (1, "t1")):
-                for key, value in attractor_statistics(pix[t], target, mask, mean_patches).items():
+                for key, value in im.attractor_statistics(pix[t], target, mask, mean_patches).items():
                     res.final[f"bare/masked/{name}/{key}"] = value
             # the long-time state: distance to the mean digit and to the clean input
             inp, _, _ = corrupt_test(task, test[:cfg.n_long], cfg.patch, cfg)
@@ -393,5 +385,4 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
 
 
 __all__ = ["Config", "PROFILES", "COST", "CHAPTER", "run", "load_data", "corrupt", "corrupt_test", "train_bare",
-           "train_block", "train_vit", "bare_trajectory", "bare_curve", "attractor_statistics", "margins",
-           "claims", "decide_table", "score_baselines", "MEAN_DIGIT_TOL", "MASKED_TOL"]
+           "train_block", "train_vit", "bare_trajectory", "bare_curve", "score_baselines"]

@@ -10,11 +10,12 @@ import torch
 
 from energylab.engine.batches import EpochOrder
 from energylab.experiments.attractor import Config, bare_curve, corrupt_test, train_bare
-from energylab.experiments.attractor_claims import MEAN_DIGIT_TOL
 from energylab.models.attractor import BareSelfAttention, correlation_couplings
 from energylab.tasks import images as im
 
-__all__ = ["config_of", "coupling_alignment", "coupling_mechanism"]
+__all__ = ["config_of", "coupling_alignment", "coupling_mechanism", "MEAN_DIGIT_TOL"]
+
+MEAN_DIGIT_TOL = 1e-3  # a masked prediction within this MSE of the mean digit (masked pixels) "is" the mean digit
 
 
 def config_of(record: dict) -> Config:
@@ -46,7 +47,7 @@ def coupling_mechanism(cfg: Config, data: im.ImageData, device: torch.device, ep
     (:func:`coupling_alignment` on the training digits), ``mse`` (the masked MSE at t = 0..cfg.iterations, on the
     first ``cfg.n_eval`` test digits corrupted by :func:`corrupt_test`), ``to_mean_digit`` (the MSE between the
     prediction and the mean digit on the masked pixels, per t) and ``collapse_t``: the first t >= 1 at which that
-    MSE is below :data:`~energylab.experiments.attractor_claims.MEAN_DIGIT_TOL` (None if it never is).
+    MSE is below :data:`MEAN_DIGIT_TOL` (None if it never is).
     """
     if not epochs or any(not isinstance(k, int) or isinstance(k, bool) or k < 1 for k in epochs):
         raise ValueError(f"epochs must be positive ints, got {epochs!r}")

@@ -28,10 +28,10 @@ from energylab._setup import choose_device
 from energylab.engine.results import Results, seed_spread
 from energylab.engine.runs import config_record
 from energylab.engine.train import TrainConfig, train
-from energylab.experiments.sudoku import blank_loss, epoch_batches, load_set, test_time
 from energylab.layers import derived as D
 from energylab.models import count_parameters
 from energylab.models.looped import LoopedConfig, LoopedModel
+from energylab.tasks.sudoku_harness import blank_loss, epoch_batches, load_set, test_time
 
 LAYERS = D.LAYER_NAMES
 

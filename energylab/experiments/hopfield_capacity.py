@@ -8,8 +8,8 @@ is the largest grid P up to which the failure rate never exceeds ``max_error``.
 
 :func:`capacity` runs the measurement, :func:`theorem3` evaluates the theorem's guarantee (its c, its bound
 √p c^((d−1)/4) and whether its condition c ≥ (2/√p)^(4/(d−1)) holds), :func:`growth_per_dimension` fits
-log P* against d, and :func:`capacity_claims` states what chapter 3 says about a run (the chapter and the tests
-call it on the same numbers).
+log P* against d; :func:`energylab.claims.hopfield.capacity_claims` states what chapter 3 says about a run (the
+chapter and the tests call it on the same numbers).
 """
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-__all__ = ["CapacityConfig", "grid", "failures", "capacity", "lambert_w0", "theorem3", "growth_per_dimension",
-           "capacity_claims"]
+__all__ = ["CapacityConfig", "grid", "failures", "capacity", "lambert_w0", "theorem3", "growth_per_dimension"]
 
 
 @dataclass(frozen=True)
@@ -129,24 +128,3 @@ def growth_per_dimension(result: dict, min_capacity: int = 8) -> float:
     md, ml = sum(d for d, _ in pts) / n, sum(v for _, v in pts) / n
     slope = sum((d - md) * (v - ml) for d, v in pts) / sum((d - md) ** 2 for d, _ in pts)
     return math.exp(slope)
-
-
-def capacity_claims(result: dict, p: float = 0.01) -> dict[str, bool]:
-    """What chapter 3 states about a capacity run, as named booleans (chapter and tests call this on one run)."""
-    cfg, rows = result["config"], result["rows"]
-    caps = [r["capacity"] for r in rows]
-    big = [r for r in rows if r["capacity"] >= 8]
-    thm = [theorem3(r["d"], cfg["beta"], cfg["K"], p) for r in rows]
-    return {
-        "the capacity grows with d at every step": all(b > a for a, b in zip(caps, caps[1:])),
-        "each step of two dimensions multiplies P* by at least 2 once P* >= 8 (linear growth: at most 1.5)":
-            all(b["capacity"] >= 2 * a["capacity"] for a, b in zip(big, big[1:])),
-        "the fitted growth per dimension is between 1.5 and 3": 1.5 <= growth_per_dimension(result) <= 3.0,
-        "at every d with P* >= 8, P* is more than 10 x the classical network's 0.138 d":
-            all(r["capacity"] > 10 * 0.138 * r["d"] for r in big),
-        "the measured growth per dimension is above Theorem 3's guaranteed c^(1/4) at every measured d":
-            growth_per_dimension(result) > max(t["c"] ** 0.25 for t in thm),
-        f"Theorem 3's condition fails at every measured d (K = {cfg['K']:g}, beta = {cfg['beta']:g}, "
-        f"failure probability {p:g})":
-            not any(t["holds"] for t in thm),
-    }

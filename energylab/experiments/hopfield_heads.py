@@ -25,10 +25,11 @@ import torch
 
 from energylab.engine.train import TrainConfig, train
 from energylab.experiments import sudoku
+from energylab.tasks import sudoku_harness as harness
 from energylab.tasks.sudoku_solver import geometry
 
 __all__ = ["HEADS", "SINGLE", "participation", "mass_count", "regime", "paper_class", "peer_mask", "head_weights",
-           "head_table", "train_looped", "board_accuracy", "head_claims"]
+           "head_table", "train_looped", "board_accuracy"]
 
 # 4×4 Sudoku, d = 32, 4 heads, T = 4, 468 steps of 32 boards (6 epochs of 2,500): about 10 s on one CPU thread
 HEADS = dataclasses.replace(sudoku.PROFILES["quick"], dim=32, heads=4, iterations=4, test_iterations=(4,), epochs=6,
@@ -116,16 +117,16 @@ def train_looped(config: sudoku.Config = HEADS, seed: int = 0, trained: bool = T
     blanks) unless ``trained`` is False (then as initialised), in float32 whatever the default dtype. Returns
     ``(model, test)``: the model in eval mode on the CPU and the first test set (a
     :class:`~energylab.tasks.sudoku.SudokuDataset`)."""
-    test = sudoku.load_set(config.test_sets[0], "test", config.n_test, config.size, config.data_seed)
+    test = harness.load_set(config.test_sets[0], "test", config.n_test, config.size, config.data_seed)
     default = torch.get_default_dtype()
     torch.set_default_dtype(torch.float32)  # trained in float32 as the experiment is, whatever the caller's default
     try:
         torch.manual_seed(seed)
         model = sudoku.make_model(config)
         if trained:
-            data = sudoku.load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
-            batches, per_epoch = sudoku.epoch_batches(data, config.batch_size, seed)
-            train(model, sudoku.blank_loss, batches,
+            data = harness.load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
+            batches, per_epoch = harness.epoch_batches(data, config.batch_size, seed)
+            train(model, harness.blank_loss, batches,
                   TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr, betas=config.betas,
                               schedule=config.schedule, warmup_steps=config.warmup_steps,
                               grad_clip=config.grad_clip, log_every=per_epoch, device="cpu", seed=seed,
@@ -135,39 +136,7 @@ def train_looped(config: sudoku.Config = HEADS, seed: int = 0, trained: bool = T
     return model.eval(), test
 
 
-def head_claims(trained: list[dict], untrained: list[dict], board_accuracy: float) -> dict[str, bool]:
-    """What chapter 3 states about the head tables (:func:`head_table`) of the trained and the untrained model, as
-    named booleans: the chapter and the tests call this on the same tables."""
-    T = max(row["t"] for row in trained)
-    first = {row["head"]: row for row in trained if row["t"] == 1}
-    last = {row["head"]: row for row in trained if row["t"] == T}
-    return {
-        "the trained model solves at least 80% of the test boards": board_accuracy >= 0.8,
-        "as initialised, every head averages globally (median r > N/2) at every iteration":
-            all(row["regime"] == "global" for row in untrained),
-        "as initialised, every head puts 45-55% of its weight on the cell's peers, as uniform weights do":
-            all(0.45 < row["peer_weight"] < 0.55 for row in untrained),
-        "trained, no head retrieves a single token (median r <= 2) at any iteration":
-            not any(row["regime"] == "single" for row in trained),
-        "trained, at t = 1 every head is metastable (2 < median r <= N/2)":
-            all(row["regime"] == "metastable" for row in first.values()),
-        "trained, at t = 1 the heads put more than 75% of their weight on the cell's peers (mean over heads)":
-            sum(row["peer_weight"] for row in first.values()) / len(first) > 0.75,
-        "trained, every head puts more weight on the peers than uniform weights (50%) at every iteration":
-            all(row["peer_weight"] > 0.5 for row in trained),
-        "trained, every head averages more tokens at t = T than at t = 1":
-            all(last[h]["participation"] > first[h]["participation"] for h in first),
-        "trained, every head puts less weight on the peers at t = T than at t = 1":
-            all(last[h]["peer_weight"] < first[h]["peer_weight"] for h in first),
-        "trained, every head's 90%-mass count k exceeds its participation ratio r (a tail that r discounts)":
-            all(row["k90"] > row["participation"] for row in trained),
-        "at t = T the paper's k puts at least half of the heads in class I; r calls at most one of them global":
-            2 * sum(row["class"] == "I" for row in last.values()) >= len(last)
-            and sum(row["regime"] == "global" for row in last.values()) <= 1,
-    }
-
-
 def board_accuracy(model: sudoku.LoopedModel, test) -> float:
     """Share of the test boards solved at the model's training T."""
     T = model.config.iterations
-    return sudoku.test_time(model, test, (T,))[T]["board"]
+    return harness.test_time(model, test, (T,))[T]["board"]

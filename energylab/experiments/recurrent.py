@@ -1,7 +1,7 @@
 """Looped self-attention beyond energies (paper 003): test-time scaling, Lyapunov exponents, pseudo-energy.
 
 For each layer spec (a looped layer name, optionally "+<regulariser>", e.g. ``"itrsa+spectral"``) one model is
-trained on Sudoku with the harness of :mod:`energylab.experiments.sudoku` and then
+trained on Sudoku with the harness of :mod:`energylab.tasks.sudoku_harness` and then
 
 1. evaluated on the ID and OOD sets after every iteration up to max(test_iterations) (test-time scaling, Figs. 4-5);
 2. perturbed along a one-factor sweep (input scale s: c ↦ s c; value scale v: W_V ↦ v W_V; step scale e: η or
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from energylab import baselines as bl
 from energylab._checks import check_instance, check_int, check_interval, check_positive
 from energylab.engine.runs import config_record
 from energylab.engine.train import Results, TrainConfig, train
@@ -42,6 +43,7 @@ from energylab.jacobians import (
 from energylab.layers import recurrent
 from energylab.sphere import normalize
 from energylab.tasks import sudoku as tasks
+from energylab.tasks import sudoku_harness as harness
 
 CHAPTER = "09_jacobians"  # the chapter that trains it: notebooks/09_jacobians.ipynb
 SPREAD_BOARDS = 6  # OOD boards of the trained models' λ_max spread (paper 003's protocol reads one board)
@@ -186,12 +188,12 @@ def train_model(config: Config, spec: str, train_data, out_dir: str | None = Non
                          iterations=config.iterations, batch_size=config.batch_size, device=config.device)
     torch.manual_seed(config.seed)
     model = sudoku.make_model(scfg)
-    batches, per_epoch = sudoku.epoch_batches(train_data, config.batch_size, config.seed)
+    batches, per_epoch = harness.epoch_batches(train_data, config.batch_size, config.seed)
     tcfg = TrainConfig(steps=config.epochs * per_epoch, optimizer="adamw", lr=config.lr, schedule="cosine",
                        warmup_steps=config.warmup_steps, grad_clip=1.0, log_every=per_epoch,
                        checkpoint_every=config.checkpoint_every, device=config.device, seed=config.seed,
                        progress=False)
-    history = train(model, sudoku.regularised_loss(reg, config.reg_weight if reg != "none" else 0.0), batches, tcfg,
+    history = train(model, harness.regularised_loss(reg, config.reg_weight if reg != "none" else 0.0), batches, tcfg,
                     out_dir=out_dir, resume=resume, identity=config_record(config))
     return model.eval(), history
 
@@ -256,14 +258,12 @@ def warmup_readings(results: Results) -> dict[str, dict[str, float]]:
 
 
 def baselines(config) -> dict[str, dict[str, dict[str, float]]]:
-    """The no-learning rungs of :data:`energylab.experiments.sudoku_claims.RUNGS` (input-blind vote, one elimination,
+    """The no-learning rungs of :data:`energylab.baselines.SUDOKU_RUNGS` (input-blind vote, one elimination,
     propagation without search) on the test sets of a run's ``config`` (a :class:`Config` or a Results.config), the
     run's training boards as the reference, the same boards :func:`run` tests on: set -> rung -> {"board", "cell"}."""
-    from energylab.experiments.sudoku_claims import rungs  # it imports the Sudoku harness, as this module does
-
     cfg = dataclasses.asdict(config) if isinstance(config, Config) else dict(config)
-    train_data = sudoku.load_set(cfg["train_set"], "train", cfg["n_train"], cfg["size"])
-    return {name: rungs(sudoku.load_set(name, "test", cfg["n_test"], cfg["size"]), train_data)
+    train_data = harness.load_set(cfg["train_set"], "train", cfg["n_train"], cfg["size"])
+    return {name: bl.sudoku_rungs(harness.load_set(name, "test", cfg["n_test"], cfg["size"]), train_data)
             for name in cfg["test_sets"]}
 
 
@@ -323,8 +323,8 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     unfinished ones and reloads the finished ones. Everything after training is recomputed from the models.
     """
     torch.manual_seed(config.seed)
-    train_data = sudoku.load_set(config.train_set, "train", config.n_train, config.size)
-    tests = {name: sudoku.load_set(name, "test", config.n_test, config.size) for name in config.test_sets}
+    train_data = harness.load_set(config.train_set, "train", config.n_train, config.size)
+    tests = {name: harness.load_set(name, "test", config.n_test, config.size) for name in config.test_sets}
     ood = tests[config.test_sets[-1]]
     sweep_data = tasks.SudokuDataset(ood.puzzles[:config.n_sweep], ood.solutions[:config.n_sweep])
     results = Results("recurrent", dataclasses.asdict(config))
@@ -336,12 +336,12 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
         results.histories[spec] = history
         curves[spec] = {}
         for name, data in tests.items():
-            accs = sudoku.test_time(model, data, every)
+            accs = harness.test_time(model, data, every)
             curves[spec][name] = [accs[t]["board"] for t in every]
             rows += [{"layer": spec, "set": name, "iterations": t, **accs[t]} for t in config.test_iterations]
         for factor, scale in [("none", 1.0)] + [(f, s) for f in ("input", "value", "step") for s in config.sweep]:
             m = model if factor == "none" else perturbed(model, factor, scale)
-            board = sudoku.test_time(m, sweep_data, (config.iterations,))[config.iterations]["board"]
+            board = harness.test_time(m, sweep_data, (config.iterations,))[config.iterations]["board"]
             lyap.append({"layer": spec, "factor": factor, "scale": scale, "board": board,
                          "lyapunov": max_lyapunov(m, ood.tokens[0], config.lyap_steps),
                          "lyapunov_warm": max_lyapunov(m, ood.tokens[0], config.lyap_steps, config.lyap_warmup)})

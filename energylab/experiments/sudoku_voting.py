@@ -39,7 +39,8 @@ from energylab.engine.results import Results
 from energylab.jacobians import pseudo_energy
 from energylab.layers.recurrent import KuramotoLayer, oscillator_normalize
 from energylab.models.looped import LoopedModel
-from energylab.tasks.sudoku import SudokuDataset
+from energylab.tasks.sudoku import SudokuDataset, sudoku_counts
+from energylab.tasks.sudoku_harness import load_set, test_time
 
 SIGMA = 0.1  # noise of the perturbed starts, relative to the tokens' rms (see the module docstring)
 METHODS = ("plain@T", "plain@KT", "energy", "confidence", "majority", "any")
@@ -133,9 +134,9 @@ def voting_table(model: LoopedModel, data: SudokuDataset, ks=(1, 4, 16), iterati
             preds.update({"plain@T": long[T].argmax(-1), "plain@KT": long[k * T].argmax(-1)})
             for m, pred in preds.items():
                 if pred is not None:
-                    ok = pred == target
-                    counts[m][0] += int((ok & mask).sum())
-                    counts[m][1] += int((ok | ~mask).all(1).sum())
+                    right, _, solved = sudoku_counts(pred, target, mask)
+                    counts[m][0] += right
+                    counts[m][1] += solved
             solved = ((logits.argmax(-1) == target) | ~mask).all(-1)  # (K, B)
             counts["any"][1] += int(solved.any(0).sum())
         seconds = time.perf_counter() - started
@@ -194,8 +195,6 @@ def _commit(name: str, make, entry: str, overwrite: bool, kwargs: dict) -> str:
 
 def search_boards(n_boards: int) -> SudokuDataset:
     """The first ``n_boards`` of the 1,000 boards that need search (``9x9-search``)."""
-    from energylab.experiments.sudoku import load_set
-
     data = load_set("9x9-search", "test", 1000, 9)
     return SudokuDataset(data.puzzles[:n_boards], data.solutions[:n_boards])
 
@@ -255,8 +254,6 @@ def depth_search(n_boards: int = 500, depths=DEPTHS) -> Results:
     """:func:`gpu_transformer` run once, long, on the first ``n_boards`` boards that need search: board and cell
     accuracy after each number of iterations in ``depths`` (one pass, read out along the way), in ``final`` as
     ``9x9-search/board@T<t>`` and ``.../cell@T<t>``: how far test-time depth alone goes, beside the votes."""
-    from energylab.experiments.sudoku import test_time
-
     data = search_boards(n_boards)
     results = Results("sudoku", {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
                                  "depths": list(depths)})

@@ -156,8 +156,8 @@ def boards_dataset(set_name: str):
 
 def accuracy(model: LoopedModel, data, iterations) -> dict[str, dict[str, float]]:
     """{str(T): {"board", "cell"}} of ``model`` on ``data`` (a SudokuDataset) at every T in ``iterations``, on the
-    blanks (the experiment's own :func:`energylab.experiments.sudoku.test_time`, exact counts)."""
-    from energylab.experiments.sudoku import test_time
+    blanks (the experiments' own :func:`energylab.tasks.sudoku_harness.test_time`, exact counts)."""
+    from energylab.tasks.sudoku_harness import test_time
 
     return {str(t): v for t, v in test_time(model, data, iterations).items()}
 

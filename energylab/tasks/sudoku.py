@@ -156,10 +156,17 @@ def sudoku_accuracy(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor
                          f"got {mask.dtype} of shape {tuple(mask.shape)}")
     if len(target) == 0:
         raise ValueError("target holds no board (B = 0): an accuracy over no boards is undefined")
-    right = (pred == target) | ~mask  # (B, N): uncounted cells never spoil a board
-    counted = max(int(mask.sum()), 1)
-    return {"cell": int(((pred == target) & mask).sum()) / counted,
-            "board": int(right.all(1).sum()) / max(len(target), 1)}
+    right, counted, solved = sudoku_counts(pred, target, mask)
+    return {"cell": right / max(counted, 1), "board": solved / max(len(target), 1)}
+
+
+def sudoku_counts(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> tuple[int, int, int]:
+    """(right cells, counted cells, solved boards) of the digits ``pred`` (B, N) against ``target`` (B, N) on the
+    cells ``mask`` (B, N bool) marks: the one definition of a Sudoku score, behind :func:`sudoku_accuracy` and the
+    models' evaluation (:func:`energylab.tasks.sudoku_harness.test_time` sums them over chunks). A board is solved
+    iff all its counted cells are right: uncounted cells never spoil it."""
+    ok = pred == target
+    return int((ok & mask).sum()), int(mask.sum()), int((ok | ~mask).all(1).sum())
 
 
 # --- generated sets, cached ----------------------------------------------------------------------
@@ -380,6 +387,6 @@ def load_rrn(directory: str | Path, split: str = "train", limit: int | None = No
     return _dataset_of(path, digits(puzzles), digits(solutions))
 
 
-__all__ = ["SudokuSetConfig", "NAMED_SETS", "SPLITS", "SudokuDataset", "sudoku_accuracy",
+__all__ = ["SudokuSetConfig", "NAMED_SETS", "SPLITS", "SudokuDataset", "sudoku_accuracy", "sudoku_counts",
            "sudoku_puzzles", "sudoku_dataset", "load_satnet", "load_rrn", "default_cache_dir", "solve",
            "count_solutions", "generate", "as_board"]

@@ -46,23 +46,24 @@ def worker(args, index: int) -> int:
 
     from energylab._setup import choose_device
     from energylab.experiments import sudoku
+    from energylab.tasks import sudoku_harness as harness
 
     name, lr = args.runs[index].split(":")
     out = pathlib.Path(args.out)
     device = choose_device("cpu" if args.tiny else "cuda")
     config = dataclasses.replace(base_config(args.tiny, str(device)), layer=name, lr=float(lr))
-    train_data = sudoku.load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
+    train_data = harness.load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
 
     torch.manual_seed(1)  # the timing's model is thrown away
     model = sudoku.make_model(config).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=config.lr)
-    batch, _ = sudoku.epoch_batches(train_data, config.batch_size, 0, augment=True)
+    batch, _ = harness.epoch_batches(train_data, config.batch_size, 0, augment=True)
     amp = config.amp and device.type == "cuda"
 
     def one(step):
         tokens, target, mask = (t.to(device) for t in batch(step))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
-            loss, _ = sudoku.blank_loss(model, (tokens, target, mask))
+            loss, _ = harness.blank_loss(model, (tokens, target, mask))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -89,10 +90,10 @@ def worker(args, index: int) -> int:
     slowest = max(json.loads(p.read_text())["per_step"] for p in out.glob("probe*.json"))
     steps = max(10, int(args.budget / slowest))
     config = dataclasses.replace(config, eval_every=max(1, steps // 6))
-    first = sudoku.load_set(TEST_SETS[0], "test", config.n_eval, config.size, config.data_seed)
+    first = harness.load_set(TEST_SETS[0], "test", config.n_eval, config.size, config.data_seed)
     t0 = time.time()
     model, history = sudoku.train_seed(config, 0, train_data, steps=steps, device=device,
-                                       eval_fn=lambda m: sudoku.test_time(m, first, (config.iterations,))
+                                       eval_fn=lambda m: harness.test_time(m, first, (config.iterations,))
                                        [config.iterations])
     train_seconds = time.time() - t0
     results = sudoku.evaluate(config, {0: model})

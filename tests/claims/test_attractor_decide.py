@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from energylab.claims import attractor as attractor_claims
 from energylab.engine.committed import committed_path, load_committed
 from energylab.experiments import attractor as ex
 from energylab.experiments import attractor_mechanism as mechanism
@@ -36,7 +37,7 @@ def test_the_decide_runs_exist_clean_and_change_one_knob(runs):
 
 
 def test_no_setting_beats_the_mean_digit_at_masked_prediction(runs):
-    rows = ex.decide_table({name: r[0] for name, r in runs.items()})
+    rows = attractor_claims.decide_table({name: r[0] for name, r in runs.items()})
     assert len(rows) == len(runs)
     for row in rows:
         assert row["masked_margin"] > -0.02, row  # within 2% of painting the mean digit (observed: within 0.8%)
@@ -58,13 +59,13 @@ def test_the_shrink_beats_the_bare_models_denoising_in_every_run(runs):
         assert scores["denoise"]["mean_digit"] == pytest.approx(res.final[f"baseline/denoise/p{cfg.patch}/mean_digit"],
                                                                 abs=1e-6)
         shrink[name] = scores["denoise"]["shrink"]
-    rows = ex.decide_table({name: r[0] for name, r in runs.items()}, shrink)
+    rows = attractor_claims.decide_table({name: r[0] for name, r in runs.items()}, shrink)
     assert all(r["denoise_vs_shrink"] > 0.03 for r in rows), rows  # the chapter's section 7.8 prints the margins
 
 
 @pytest.mark.parametrize("name", ["base", "drop", "beta20", "lamtest5", "d32", "paper"])
 def test_every_claim_of_the_chapter_holds_in_each_run(runs, name):
-    claims = ex.claims(runs[name][0])
+    claims = attractor_claims.claims(runs[name][0])
     # after 20 epochs the denoising optimum moves to t ~ 21 and the rise to t = 30 is below the claim's 1e-3: the
     # transient-memory claim is the chapter's about its own quick and medium runs, not about these
     transient = claims.pop("denoise: its error falls, then rises again (a transient memory)")

@@ -1,7 +1,8 @@
 """Chapter 12, section 12.4: what the chapter states about in-context denoising, through its own claim functions
-(energylab.experiments.denoising.claims and context_claims)."""
+(energylab.claims.denoising.claims and context_claims)."""
 import dataclasses
 
+from energylab.claims import denoising as denoising_claims
 from energylab.experiments import denoising as D
 
 
@@ -18,7 +19,7 @@ def test_the_claims_can_fail():
     about the trained layers is false there."""
     weak = D.run(dataclasses.replace(D.PROFILES["quick"], contexts=(100,), epochs=1, seeds=(0,), n_test=200,
                                      progress=False, device="cpu"))
-    claims = D.claims(weak, 100)
+    claims = denoising_claims.claims(weak, 100)
     assert not claims["every trained layer beats the nearest token, the noisy query and the prior mean (zero)"]
     assert claims["it beats exact retrieval of the nearest context token"]  # the untrained parts still hold
 
@@ -32,7 +33,7 @@ def test_the_committed_context_sweep_and_its_claims():
     want = D.PROFILES["medium"]
     assert tuple(results.config["contexts"]) == want.contexts and tuple(results.config["seeds"]) == want.seeds
     assert provenance["dirty"] is False and provenance["numerics"] == "pinned"
-    claims = D.context_claims(results)
+    claims = denoising_claims.context_claims(results)
     assert all(claims.values()), {k: v for k, v in claims.items() if not v}
     stuck = [(r["estimator"], r["context"], r["seed"]) for r in results.tables["scores"] if r["seed"] is not None
              and r["mse"] > D.summary(results, r["context"], "nearest token")["mse"]]

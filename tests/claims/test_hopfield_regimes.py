@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from energylab.claims import hopfield as hopfield_claims
 from energylab.experiments import hopfield_capacity as hc
 from energylab.experiments import hopfield_heads as hh
 
@@ -55,7 +56,7 @@ def capacity_run(request):
 
 
 def test_capacity_claims_hold(capacity_run):
-    claims = hc.capacity_claims(capacity_run, p=0.01)
+    claims = hopfield_claims.capacity_claims(capacity_run, p=0.01)
     assert all(claims.values()), [k for k, v in claims.items() if not v]
     rows = capacity_run["rows"]
     assert [r["d"] for r in rows] == [4, 6, 8, 10, 12, 14, 16]
@@ -126,7 +127,7 @@ def heads_run(request):
 
 def test_head_claims_hold(heads_run):
     seed, trained, untrained, solved = heads_run
-    claims = hh.head_claims(trained, untrained, solved)
+    claims = hopfield_claims.head_claims(trained, untrained, solved)
     assert all(claims.values()), (seed, [k for k, v in claims.items() if not v])
     assert len(trained) == hh.HEADS.iterations * hh.HEADS.heads
     assert {row["t"] for row in trained} == {1, 2, 3, 4}
@@ -135,7 +136,7 @@ def test_head_claims_hold(heads_run):
 def test_head_claims_fail_on_the_opposite_picture(heads_run):
     """The claims are not vacuous: swapping the trained and the untrained tables breaks them."""
     _, trained, untrained, solved = heads_run
-    claims = hh.head_claims(untrained, trained, solved)
+    claims = hopfield_claims.head_claims(untrained, trained, solved)
     assert not claims["as initialised, every head averages globally (median r > N/2) at every iteration"]
     assert not claims["trained, at t = 1 every head is metastable (2 < median r <= N/2)"]
 

@@ -2,8 +2,8 @@
 file is the run the chapter describes, and every statement it makes of it holds and can fail."""
 import copy
 
+from energylab.claims import lis as lis_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments import lis_claims
 
 
 def test_the_file_is_the_run_the_chapter_describes():

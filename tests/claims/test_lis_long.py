@@ -1,8 +1,9 @@
 """Chapter 4, section 4.8: every claim about results/lis/long.json, through the function the chapter calls."""
 import pytest
 
+from energylab.claims import lis as lis_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments import lis, lis_claims
+from energylab.experiments import lis
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,9 @@
 the functions the chapter calls, and the numbers its prose quotes."""
 import pytest
 
+from energylab.claims import nt as nt_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments import nt, nt_claims
+from energylab.experiments import nt
 
 
 @pytest.fixture(scope="module")

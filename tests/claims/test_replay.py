@@ -160,11 +160,12 @@ def test_nt_best_constant_predictor():
 def test_recurrent_medium_replays_its_first_epoch():
     """One model of the committed run (ItrSA), its first epoch of 39 steps: inside the 50-step warm-up, so the same
     whatever the number of epochs; the first loss window must match."""
-    from energylab.experiments import recurrent, sudoku
+    from energylab.experiments import recurrent
+    from energylab.tasks.sudoku_harness import load_set
 
     results, _ = load_committed("recurrent", "medium")
     cfg = dataclasses.replace(recurrent.PROFILES["medium"], epochs=1, layers=("itrsa",))
-    train_data = sudoku.load_set(cfg.train_set, "train", cfg.n_train, cfg.size)
+    train_data = load_set(cfg.train_set, "train", cfg.n_train, cfg.size)
     torch.manual_seed(cfg.seed)  # as run() does before loading the data
     _, got = recurrent.train_model(cfg, "itrsa", train_data)
     want = results.histories["itrsa"]
@@ -192,12 +193,13 @@ def test_sudoku_medium_runs_replay_their_first_50_steps(name):
     """The first 50 steps of the committed looped Transformer, inside the warm-up (so the same whatever the length
     of the run), trained as ``sudoku.run`` trains each seed; the first loss window must match."""
     from energylab.experiments import sudoku
+    from energylab.tasks.sudoku_harness import load_set
 
     results, _ = load_committed("sudoku", name)
     cfg = dataclasses.replace(sudoku.PROFILES[name], device="cpu", progress=False)
     assert cfg.warmup_steps >= 50 and len(cfg.seeds) == 1 and results.config["lr"] == cfg.lr
     s = cfg.seeds[0]
-    train_data = sudoku.load_set(cfg.train_set, "train", cfg.n_train, cfg.size, cfg.data_seed)
+    train_data = load_set(cfg.train_set, "train", cfg.n_train, cfg.size, cfg.data_seed)
     _, got = sudoku.train_seed(cfg, s, train_data, steps=50)
     want = results.histories[f"seed{s}"]
     assert got.steps["loss"] == want.steps["loss"][:1] == [50]

@@ -1,13 +1,15 @@
 """The 9×9 runs at d = 256 on one GPU (results/sudoku/gpu-9x9-aug.json and gpu-9x9-aug-lr.json, 2026-11-28):
 every statement chapters 8 and 9 make of them, through the chapters' own functions
-(energylab.experiments.sudoku_claims), and that those statements can fail."""
+(energylab.claims.sudoku), and that those statements can fail."""
 import copy
 
 import pytest
 
 from energylab.baselines import sudoku_propagation_guess
+from energylab.claims import sudoku as sudoku_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments import sudoku, sudoku_claims
+from energylab.experiments import sudoku
+from energylab.tasks import sudoku_harness as harness
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +42,7 @@ def test_the_files_are_the_medium_profile_with_augmentation_on_a_gpu(files):
 
 def test_chapter_9s_claims_hold_and_can_fail(files, baselines):
     runs = files[0]
-    guess = sudoku_propagation_guess(sudoku.load_set("9x9-search", "test", 1000, 9))["cell"]
+    guess = sudoku_propagation_guess(harness.load_set("9x9-search", "test", 1000, 9))["cell"]
     claims = sudoku_claims.gpu_search_claims(runs, baselines, guess)
     assert all(claims.values()), {k: v for k, v in claims.items() if not v}
     assert round(runs.final["transformer-3e-3/9x9-search/board@T64"], 3) == 0.059  # the number chapter 9 prints
@@ -90,9 +92,9 @@ def test_the_committed_weights_are_the_gpu_runs_model():
     from energylab.tasks.sudoku import SudokuDataset
 
     runs, _ = load_committed("sudoku", "gpu-9x9-aug")
-    data = sudoku.load_set("satnet-like", "test", 1000, 9)
+    data = harness.load_set("satnet-like", "test", 1000, 9)
     model = sudoku_voting.gpu_transformer()
-    got = sudoku.test_time(model, SudokuDataset(data.puzzles[:100], data.solutions[:100]), (16,))[16]["board"]
+    got = harness.test_time(model, SudokuDataset(data.puzzles[:100], data.solutions[:100]), (16,))[16]["board"]
     want = runs.final["transformer-3e-3/satnet-like/board@T16"]
     assert abs(got - want) < 3 * sudoku_claims.board_se(want, 100)
     assert sum(p.numel() for p in model.parameters()) == runs.extra["layers"]["transformer-3e-3"]["parameters"]

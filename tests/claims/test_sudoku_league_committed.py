@@ -1,13 +1,15 @@
 """Every claim chapters 8 and 9 make about the committed Sudoku league (results/sudoku/league-6x6.json: 4 looped layers
-x 3 seeds at 6x6) and its probes (league-6x6-probes.json), through ``sudoku_claims.league_verdicts`` (per-seed
+x 3 seeds at 6x6) and its probes (league-6x6-probes.json), through ``energylab.claims.sudoku.league_verdicts`` (per-seed
 comparisons, the function the chapters call) and the numbers they quote; and a replay of the first 50 steps of every
 layer."""
 import dataclasses
 
 import pytest
 
+from energylab.claims import sudoku as sudoku_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments import sudoku, sudoku_claims
+from energylab.experiments import sudoku
+from energylab.tasks import sudoku_harness as harness
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +91,7 @@ def test_hyperset_energies_along_the_iterations(league):
 def test_sudoku_league_replays_its_first_50_steps_for_every_layer(league):
     results = league[0]
     profile = sudoku.PROFILES["league-6x6"]
-    train_data = sudoku.load_set(profile.train_set, "train", profile.n_train, profile.size, profile.data_seed)
+    train_data = harness.load_set(profile.train_set, "train", profile.n_train, profile.size, profile.data_seed)
     for layer in results.config["layers"]:
         # inside the 200-step warm-up, so the same whatever the length of the run: the first 50-step loss window
         cfg = dataclasses.replace(profile, layers=(), layer=layer, eval_every=0, progress=False, device="cpu")

@@ -1,9 +1,10 @@
 """Chapter 9, the 9×9 run on one CPU core (issue 27, item 3): every statement of the chapter about
-results/sudoku/medium-cpu-9x9.json, through the chapter's own functions (energylab.experiments.sudoku_claims)."""
+results/sudoku/medium-cpu-9x9.json, through the chapter's own functions (energylab.claims.sudoku)."""
 import pytest
 
+from energylab.claims import sudoku as sudoku_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments import sudoku, sudoku_claims
+from energylab.experiments import sudoku
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_the_augmented_run_and_what_the_chapter_says_of_it(run):
     """results/sudoku/aug-cpu-9x9.json (and its model on the search boards): the profile, run once from a clean
     commit, and every claim chapter 9 makes of it."""
     from energylab.baselines import sudoku_propagation_guess
-    from energylab.experiments.sudoku import load_set
+    from energylab.tasks.sudoku_harness import load_set
 
     augmented, provenance = load_committed("sudoku", "aug-cpu-9x9")
     search, search_provenance = load_committed("sudoku", "aug-cpu-9x9-search")

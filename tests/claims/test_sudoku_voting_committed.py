@@ -1,7 +1,7 @@
 """What chapter 9 states about test-time voting (results/sudoku/voting-4x4.json, issue 51), through the functions the
-chapter calls (sudoku_voting.voting_rows, sudoku_claims.voting_claims)."""
+chapter calls (sudoku_voting.voting_rows, energylab.claims.sudoku.voting_claims)."""
+from energylab.claims.sudoku import VOTE_MARGIN, voting_claims
 from energylab.engine.committed import load_committed
-from energylab.experiments.sudoku_claims import VOTE_MARGIN, voting_claims
 from energylab.experiments.sudoku_voting import voting_markdown, voting_rows
 
 

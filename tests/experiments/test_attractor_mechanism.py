@@ -51,7 +51,7 @@ def test_mechanism_rows_are_the_k_epoch_runs(small):
         assert row["mse"] == pytest.approx(curve, abs=1e-7) and len(row["mse"]) == cfg.iterations + 1
         to_mean = [float(im.masked_mse(p, mean_p.expand_as(p), mask).mean()) for p in pix]
         assert row["to_mean_digit"] == pytest.approx(to_mean, abs=1e-7)
-        below = [t for t in range(1, len(to_mean)) if to_mean[t] < ex.MEAN_DIGIT_TOL]
+        below = [t for t in range(1, len(to_mean)) if to_mean[t] < mechanism.MEAN_DIGIT_TOL]
         assert row["collapse_t"] == (below[0] if below else None)
         assert out["mean_digit"] == pytest.approx(float(im.masked_mse(mean_p.expand_as(target), target, mask).mean()))
     with pytest.raises(ValueError, match="epochs"):

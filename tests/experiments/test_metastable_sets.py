@@ -5,6 +5,7 @@ import copy
 
 import torch
 
+from energylab.claims.sparse_retrieval import metastable_claims
 from energylab.experiments import sparse_retrieval as sr
 from energylab.forms import sparse_hopfield as sh
 
@@ -24,7 +25,7 @@ def test_support_sizes_and_claims_on_a_smaller_grid():
     result = sr.metastable_sets(sr.RetrievalConfig(loads=(4, 16, 256), queries=128))
     for row in result["rows"]:
         assert sum(row["sizes"]) == row["n"] and 0 <= row["converged"] <= row["n"]
-    claims = sr.metastable_claims(result)
+    claims = metastable_claims(result)
     assert all(claims.values()), {k: v for k, v in claims.items() if not v}
     assert float(sr.set_share(result, "sparsemax")[-1, 0]) == 1.0  # P = 256, beta = 1: every query in a set
     # had sparsemax rested on single patterns at beta = 1, or entmax's table not been sparsemax's shifted, the
@@ -33,6 +34,6 @@ def test_support_sizes_and_claims_on_a_smaller_grid():
     for row in broken["rows"]:
         if row["map"] == "sparsemax" and row["beta"] == 1.0:
             row["sizes"] = [row["n"]] + [0] * (len(row["sizes"]) - 1)
-    failed = [k for k, v in sr.metastable_claims(broken).items() if not v]
+    failed = [k for k, v in metastable_claims(broken).items() if not v]
     assert any("every sparsemax query rests on a set" in k for k in failed)
     assert any("3/2-entmax at 2 beta" in k for k in failed)

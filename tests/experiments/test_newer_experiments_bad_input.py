@@ -16,6 +16,7 @@ from energylab.models.attractor import AttractorConfig, BareSelfAttention
 from energylab.models.hyperset import HyperSET
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.nt import NTModel, NTModelConfig
+from energylab.tasks import images as im
 
 
 # ----------------------------------------------------------------------------- Hyper-SET
@@ -232,11 +233,11 @@ def test_attractor_statistics_checks_the_mask():
     mean = torch.rand(1, 4, 4)
     with pytest.raises(ValueError, match=r"^mask must mark some position in at least two of the 3 digits: the spread "
                                          r"is a standard deviation across digits \(got at most 1 per position\)"):
-        ax.attractor_statistics(pred, target, mask, mean)
+        im.attractor_statistics(pred, target, mask, mean)
     mask[:, 0] = True
     with pytest.raises(ValueError, match=r"^mask must be a bool tensor of shape \(3, 4\) \(B, N\), got torch.float32"):
-        ax.attractor_statistics(pred, target, mask.float(), mean)
+        im.attractor_statistics(pred, target, mask.float(), mean)
     with pytest.raises(ValueError, match=r"^pred and target must have the same shape, got \(3, 4, 4\) and \(2, 4, 4\)"):
-        ax.attractor_statistics(pred, target[:2], mask, mean)
-    out = ax.attractor_statistics(pred, target, mask, mean)
+        im.attractor_statistics(pred, target[:2], mask, mean)
+    out = im.attractor_statistics(pred, target, mask, mean)
     assert all(v == v for v in out.values())  # no NaN

@@ -1,4 +1,5 @@
-"""The looped model (energylab.models.looped) and the Sudoku experiment harness (energylab.experiments.sudoku)."""
+"""The looped model (energylab.models.looped), the Sudoku experiment (energylab.experiments.sudoku) and its harness
+(energylab.tasks.sudoku_harness)."""
 import dataclasses
 
 import pytest
@@ -9,6 +10,7 @@ from energylab.experiments import sudoku as X
 from energylab.layers.registry import LAYERS, register_layer
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.tasks import sudoku as S
+from energylab.tasks.sudoku_harness import load_set
 
 TINY = X.Config(n_train=512, n_test=64, dim=32, heads=2, iterations=4, test_iterations=(2, 4, 8), epochs=10,
                 batch_size=32, lr=1e-2, warmup_steps=10, n_eval=32, eval_every=64, device="cpu", progress=False)
@@ -109,9 +111,9 @@ def test_registered_with_profiles():
     assert (hs.dim, hs.heads, hs.iterations, hs.epochs, hs.batch_size, hs.betas, hs.weight_decay, hs.lr) == (
         768, 12, 24, 200, 16, (0.9, 0.95), 0.1, 1e-4)
     with pytest.raises(ValueError, match="size=9"):
-        X.load_set("4x4-id", "test", 10, 9)
+        load_set("4x4-id", "test", 10, 9)
     with pytest.raises(ValueError, match="unknown set"):
-        X.load_set("nope", "test", 10, 4)
+        load_set("nope", "test", 10, 4)
 
 
 def test_trains_above_chance_with_a_test_time_table():

@@ -5,9 +5,9 @@ import torch
 from torch import nn
 
 from energylab import pretrained
-from energylab.experiments import sudoku as experiment
 from energylab.experiments import sudoku_voting as V
 from energylab.models.looped import LoopedConfig, LoopedModel
+from energylab.tasks import sudoku_harness as harness
 from energylab.tasks.sudoku import SudokuDataset
 
 
@@ -21,7 +21,7 @@ def boards():
 def test_k1_is_the_plain_model_and_budgets_are_counted(boards, name):
     model = pretrained.load(name)
     rows = V.voting_table(model, boards, ks=(1, 2), chunk=50)
-    plain = experiment.test_time(model, boards, (8, 16))
+    plain = harness.test_time(model, boards, (8, 16))
     k1 = [r for r in rows if r["K"] == 1]
     assert {r["method"] for r in k1} == set(V.METHODS) - ({"energy"} if name == "sudoku4-transformer" else set())
     for r in k1:  # every method of one run is that run: exactly the plain accuracy at T

@@ -60,13 +60,14 @@ def test_each_model_is_the_quick_profiles_run(name):
     of the run) give the recorded first loss window; trained with pinned numerics, so on any processor."""
     from energylab.engine.runs import config_diff, config_record
     from energylab.experiments import get_config, sudoku
+    from energylab.tasks.sudoku_harness import load_set
 
     record = pretrained.info(name)
     assert record["numerics"]["pinned"] and record["numerics"]["torch_threads"] == 1
     cfg = get_config("sudoku", "quick", **record["recipe"]["overrides"], progress=False, device="cpu")
     assert config_diff(record["recipe"]["config"], config_record(cfg)) == {}
     assert cfg.warmup_steps >= 50 and cfg.seeds == (0,)
-    train_data = sudoku.load_set(cfg.train_set, "train", cfg.n_train, cfg.size, cfg.data_seed)
+    train_data = load_set(cfg.train_set, "train", cfg.n_train, cfg.size, cfg.data_seed)
     want = record["recipe"]["loss"]
     window = want["steps"][0]  # one epoch of 39 steps: the first loss window
     assert window <= cfg.warmup_steps

@@ -9,6 +9,7 @@ from energylab.experiments import sudoku
 from energylab.layers import recurrent
 from energylab.models.looped import LoopedConfig, LoopedModel
 from energylab.models.regularisers import e_multi_penalty, e_single_penalty, regulariser, spectral_penalty
+from energylab.tasks import sudoku_harness as harness
 
 D = torch.float64
 
@@ -91,12 +92,12 @@ def test_sudoku_loss_adds_the_weighted_penalty():
     model = sudoku.make_model(sudoku.Config(layer="itrsa", dim=16, heads=2, iterations=2))
     tokens = torch.randint(0, 5, (3, 16))
     batch = (tokens, torch.randint(0, 4, (3, 16)), tokens == 0)
-    base, _ = sudoku.blank_loss(model, batch)
-    loss, metrics = sudoku.regularised_loss("spectral", 0.5)(model, batch)
+    base, _ = harness.blank_loss(model, batch)
+    loss, metrics = harness.regularised_loss("spectral", 0.5)(model, batch)
     assert torch.allclose(loss, base + 0.5 * spectral_penalty(model.layer))
-    assert sudoku.regularised_loss("spectral", 0.0) is sudoku.blank_loss
+    assert harness.regularised_loss("spectral", 0.0) is harness.blank_loss
     with pytest.raises(ValueError, match="regulariser"):
-        sudoku.regularised_loss("l2", 1.0)
+        harness.regularised_loss("l2", 1.0)
 
 
 # ----------------------------------------------------------------------------- the chapter's claims

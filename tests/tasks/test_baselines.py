@@ -225,7 +225,7 @@ def test_the_pages_propagation_is_the_librarys(size, name, tmp_path):
     import pathlib
     import subprocess
 
-    from energylab.experiments.sudoku import load_set
+    from energylab.tasks.sudoku_harness import load_set
 
     root = pathlib.Path(__file__).resolve().parents[2]
     data = load_set(name, "test", 40, size)

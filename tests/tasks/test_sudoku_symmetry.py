@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from energylab.experiments.sudoku import epoch_batches, load_set
+from energylab.tasks.sudoku_harness import epoch_batches, load_set
 from energylab.tasks.sudoku_solver import SHAPES, count_solutions, geometry
 from energylab.tasks.sudoku_symmetry import apply_symmetry, augment, random_symmetry
 

@@ -2,18 +2,12 @@
 tests call these on the live quick run and on the committed files (:mod:`energylab.experiments.attractor`)."""
 from __future__ import annotations
 
-import torch
-
-from energylab import portable
-from energylab._checks import check_tensor
 from energylab.engine.results import Results
-from energylab.tasks import images as im
+from energylab.experiments.attractor_mechanism import MEAN_DIGIT_TOL
 
-__all__ = ["margins", "claims", "decide_table", "attractor_statistics", "MEAN_DIGIT_TOL", "MASKED_TOL"]
+__all__ = ["margins", "claims", "decide_table", "MASKED_TOL"]
 
 MASKED_TOL = 0.02  # share of the mean digit's MSE within which masked prediction counts as painting the mean digit
-
-MEAN_DIGIT_TOL = 1e-3  # a masked prediction within this MSE of the mean digit (masked pixels) "is" the mean digit
 
 
 def margins(final: dict, patch: int, model: str = "bare") -> dict[str, float]:
@@ -82,39 +76,3 @@ def decide_table(runs: dict[str, Results], shrink: dict[str, float] | None = Non
             row.update(denoise_shrink=shrink[name], denoise_vs_shrink=(row["denoise"] - shrink[name]) / shrink[name])
         rows.append(row)
     return rows
-
-
-def attractor_statistics(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, mean_patches: torch.Tensor
-                         ) -> dict[str, float]:
-    """How far a masked-patch prediction is from painting the mean digit.
-
-    pred, target: (B, N, a) pixels; mask: (B, N) bool; mean_patches: (1, N, a) the mean training digit.
-    ``to_mean_digit``: MSE between the prediction and the mean digit on the masked pixels (0 = it paints the mean
-    digit); ``spread``: the standard deviation across test digits of the predicted pixel at one masked position,
-    averaged over positions and pixels (positions masked in fewer than two digits are skipped); ``true_spread``:
-    the same for the true pixels.
-    At least one position must be masked in two or more digits (a spread over fewer is undefined: it was NaN).
-    """
-    im.masked_mse(pred, target)  # pred and target: finite (B, N, a) tensors of one shape
-    check_tensor("mean_patches", mean_patches, 3)
-    if mean_patches.shape != (1, *pred.shape[1:]):
-        raise ValueError(f"mean_patches must have shape (1, N, a) = {(1, *pred.shape[1:])}, got "
-                         f"{tuple(mean_patches.shape)}")
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != pred.shape[:2]:
-        shown = f"{mask.dtype} of shape {tuple(mask.shape)}" if isinstance(mask, torch.Tensor) else repr(mask)
-        raise ValueError(f"mask must be a bool tensor of shape {tuple(pred.shape[:2])} (B, N), got {shown}")
-    check = im.masked_mse(pred, mean_patches.expand_as(pred), mask).mean()
-    w = mask.unsqueeze(-1).to(pred.dtype)  # (B, N, 1)
-    count = w.sum(0)  # (N, 1): digits in which each position is masked
-    keep = count[:, 0] > 1
-    if not keep.any():
-        raise ValueError(f"mask must mark some position in at least two of the {len(pred)} digits: the spread is a "
-                         f"standard deviation across digits (got at most {int(count.max()) if count.numel() else 0} "
-                         f"per position)")
-
-    def spread(x):
-        m = (x * w).sum(0) / count.clamp(min=1)  # (N, a)
-        var = (((x - m) ** 2) * w).sum(0) / (count - 1).clamp(min=1)  # unbiased, over the digits masked there
-        return float(portable.exact_sqrt(var[keep]).mean())  # printed: the same digits on every processor
-
-    return {"to_mean_digit": float(check), "spread": spread(pred), "true_spread": spread(target)}

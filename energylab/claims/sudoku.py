@@ -1,39 +1,28 @@
-"""What chapter 9 states about the 9×9 run on one CPU core (``results/sudoku/medium-cpu-9x9.json``, profile
-``medium-cpu-9x9`` of :mod:`energylab.experiments.sudoku`): the chapter and its test call these functions."""
+"""What chapters 8 and 9 state about the Sudoku runs (:mod:`energylab.experiments.sudoku`, its league, the 9×9 runs
+on one CPU core and on one GPU, test-time voting): the chapters print these and the tests in ``tests/claims`` assert
+them from the committed files under ``results/sudoku/``."""
 from __future__ import annotations
 
-from energylab.baselines import sudoku_baseline, sudoku_blind_vote, sudoku_propagation
+from energylab.baselines import sudoku_rungs
 from energylab.engine.results import Results
 from energylab.engine.verdicts import compare, scaling
+from energylab.tasks.sudoku_harness import load_set
 
-__all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "RUNGS", "rungs", "run_rungs", "below_propagation",
+__all__ = ["VOTE_MARGIN", "voting_claims", "PAPER_TRANSFORMER", "run_rungs", "below_propagation",
            "nine_by_nine_baselines",
            "nine_by_nine_claims", "board_se", "gpu_search_claims", "plateau_step", "gpu_league_claims",
-           "search_voting_claims"]
-
-# The no-learning baselines every Sudoku score of chapters 8 and 9 stands beside, weakest first
-RUNGS = ("blind", "one elimination", "propagation")
+           "search_voting_claims", "seed_values", "league_verdicts", "augmentation_claims"]
 
 # AKOrN's paper (Miyato et al. 2025, Table 1 as chapter 9 quotes it): the looped Transformer at d = 512, trained on
 # SATNet's boards, board accuracy in % on SATNet's test boards (ID) and on RRN's (OOD)
 PAPER_TRANSFORMER = {"id": 98.6, "ood": 5.2}
 
 
-def rungs(test, train) -> dict[str, dict[str, float]]:
-    """Board and cell accuracy on ``test`` of the three no-learning baselines (:data:`RUNGS`): the input-blind
-    per-cell vote and one elimination (both with ``train``'s solutions as the reference), and constraint propagation
-    without search (:mod:`energylab.baselines`)."""
-    return {"blind": sudoku_blind_vote(test, train), "one elimination": sudoku_baseline(test, train),
-            "propagation": sudoku_propagation(test)}
-
-
 def run_rungs(config: dict, sets=None) -> dict[str, dict[str, dict[str, float]]]:
-    """:func:`rungs` on each test set of a Sudoku run's ``config`` (a Results.config), the run's own training
-    boards as the reference: set -> rung -> {"board", "cell"}."""
-    from energylab.experiments.sudoku import load_set  # the harness (it imports this package's modules)
-
+    """:func:`energylab.baselines.sudoku_rungs` on each test set of a Sudoku run's ``config`` (a Results.config), the
+    run's own training boards as the reference: set -> rung -> {"board", "cell"}."""
     train = load_set(config["train_set"], "train", config["n_train"], config["size"], config["data_seed"])
-    return {name: rungs(load_set(name, "test", config["n_test"], config["size"], config["data_seed"]), train)
+    return {name: sudoku_rungs(load_set(name, "test", config["n_test"], config["size"], config["data_seed"]), train)
             for name in (sets or config["test_sets"])}
 
 
