@@ -48,13 +48,16 @@ def install_source() -> str:
     branch holds later. The wheel pip builds from it carries the committed results the chapters read (setup.py)."""
     tag = book_version.tag()
     return "\n".join([
-        f"# On Colab, or in any kernel without the book's library: install it, at this book's version ({tag}), with",
-        "# the chapters' extras, from the book's repository. Elsewhere this cell does nothing.",
+        "# On Colab, or in any kernel without the book's library: install it, at this book's",
+        f"# version ({tag}), with the chapters' extras, from the book's repository. Elsewhere",
+        "# this cell does nothing.",
         "import importlib",
         "import importlib.util",
         "",
         'if importlib.util.find_spec("energylab") is None:',
-        f'    %pip install -q "energylab[book] @ git+{repository_url()}@{tag}"',
+        "    # IPython puts this variable's value in place of {url} in the line below",
+        f'    url = "git+{repository_url()}@{tag}"',
+        '    %pip install -q "energylab[book] @ {url}"',
         "    importlib.invalidate_caches()  # the next cells import what pip just installed"])
 
 

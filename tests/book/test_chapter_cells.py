@@ -22,9 +22,11 @@ def test_install_cell_uses_the_configured_repository_and_is_first():
     url = yaml.safe_load((SCRIPT.parents[1] / "_config.yml").read_text())["repository"]["url"]
     assert cc.repository_url() == url and url.startswith("https://github.com/")
     # the book's own version (its git tag), not the moving main branch; then the new package is importable
-    assert cc.install_source().endswith(f'%pip install -q "energylab[book] @ git+{url}@v{energylab.__version__}"\n'
+    assert cc.install_source().endswith(f'    url = "git+{url}@v{energylab.__version__}"\n'
+                                        '    %pip install -q "energylab[book] @ {url}"\n'
                                         "    importlib.invalidate_caches()  # the next cells import what pip just "
                                         "installed")
+    assert max(len(line) for line in cc.install_source().splitlines()) <= 88  # the chapters' code width
     for path in cc.chapters():
         nb = json.loads(path.read_text())
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")

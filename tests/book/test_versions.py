@@ -48,10 +48,11 @@ def test_changelog_starts_with_this_version_and_its_date():
 
 def test_install_cell_and_how_to_run_install_the_tag_of_this_version():
     cc = script("chapter_cells")
-    (line,) = [ln.strip() for ln in cc.install_source().splitlines() if ln.strip().startswith("%pip install")]
-    assert line.endswith(f'@{bv.tag()}"') and bv.tag() == f"v{VERSION}"
+    lines = [ln.strip() for ln in cc.install_source().splitlines()]
+    url = next(ln for ln in lines if ln.startswith("url = "))  # the %pip line reads it: {url}
+    assert url.endswith(f'@{bv.tag()}"') and bv.tag() == f"v{VERSION}"
     how = (ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8")
-    assert line in how  # the page shows the cell's own line
+    assert url in how and '%pip install -q "energylab[book] @ {url}"' in how  # the page shows the cell's own lines
     assert f"git checkout {bv.tag()}" in how and f"energylab@{bv.tag()}" in how
     assert f"`{bv.notebooks_branch()}`" in how and bv.notebooks_branch() == f"notebooks-v{VERSION}"
 
