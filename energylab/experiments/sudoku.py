@@ -56,12 +56,16 @@ def run(config: Config, out_dir: str | None = None, resume: bool = False) -> Res
     one such run per layer (in ``out_dir/<layer>``, each resumable on its own), merged (see :func:`merge_league`)."""
     if not config.layers:
         return _run_layer(config, out_dir, resume)
-    lrs = layer_lrs(config)
-    runs = {}
-    for name in config.layers:
-        sub = dataclasses.replace(config, layer=name, layers=(), layer_lr=(), lr=lrs.get(name, config.lr))
-        runs[name] = _run_layer(sub, None if out_dir is None else os.path.join(out_dir, name), resume)
+    runs = {name: _run_layer(sub, None if out_dir is None else os.path.join(out_dir, name), resume)
+            for name, sub in league_configs(config).items()}
     return merge_league(config, runs)
+
+
+def league_configs(config: Config) -> dict[str, Config]:
+    """A league's single-layer configs, {layer: config}: each layer at its learning rate (``layer_lr``)."""
+    lrs = layer_lrs(config)
+    return {name: dataclasses.replace(config, layer=name, layers=(), layer_lr=(), lr=lrs.get(name, config.lr))
+            for name in config.layers}
 
 
 def merge_league(config: Config, runs: dict[str, Results]) -> Results:
@@ -128,9 +132,12 @@ def score_run(config: Config, out_dir: str, test_sets: tuple[str, ...]) -> Resul
     """The models a finished single-layer run left in ``out_dir`` (one per seed, the weights' average where the run
     kept one) scored on other ``test_sets`` at the run's test T, as :func:`evaluate` scores them: e.g. a 9×9 run on
     the boards that need search. Nothing is trained: a seed whose checkpoint is missing or short of the run's
-    last step is a ValueError."""
+    last step is a ValueError. A league's config scores every layer's run (in ``out_dir/<layer>``), merged as
+    :func:`merge_league` merges them."""
     if config.layers:
-        raise ValueError("score_run takes one layer's config (a league's runs are in out_dir/<layer>)")
+        runs = {name: score_run(sub, os.path.join(out_dir, name), test_sets)
+                for name, sub in league_configs(config).items()}
+        return merge_league(dataclasses.replace(config, test_sets=tuple(test_sets)), runs)
     train_data = load_set(config.train_set, "train", config.n_train, config.size, config.data_seed)
     total = config.epochs * (len(train_data) // config.batch_size)
     models = {}

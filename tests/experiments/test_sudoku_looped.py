@@ -186,3 +186,22 @@ def test_score_run_reads_a_finished_run_without_training(tmp_path):
     assert "4x4-ood/board@T8" in again.final and again.histories["seed0"].curves == {}
     with pytest.raises(ValueError, match="has not finished"):
         S.score_run(dataclasses.replace(cfg, epochs=2), str(tmp_path / "run"), ("4x4-ood",))
+
+
+def test_score_run_scores_every_layer_of_a_finished_league(tmp_path):
+    """A league's config: each layer's run (out_dir/<layer>, at its own learning rate) scored and merged, the same
+    numbers as the league's own evaluation."""
+    import dataclasses
+
+    from energylab.experiments import sudoku as S
+
+    cfg = dataclasses.replace(S.PROFILES["quick"], epochs=1, n_train=64, n_test=20, progress=False, n_trace=0,
+                              device="cpu", test_sets=("4x4-id",), layers=("transformer", "itrsa"),
+                              layer_lr=("itrsa=0.001",))
+    assert {k: c.lr for k, c in S.league_configs(cfg).items()} == {"transformer": cfg.lr, "itrsa": 0.001}
+    done = S.run(cfg, out_dir=str(tmp_path / "league"))
+    again = S.score_run(cfg, str(tmp_path / "league"), ("4x4-id", "4x4-ood"))
+    for layer in cfg.layers:
+        assert again.final[f"{layer}/4x4-id/board@T8"] == done.final[f"{layer}/4x4-id/board@T8"]
+        assert f"{layer}/4x4-ood/cell@T8" in again.final
+    assert {r["layer"] for r in again.tables["league"]} == set(cfg.layers)
