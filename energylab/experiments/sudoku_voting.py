@@ -225,26 +225,41 @@ def gpu_transformer() -> LoopedModel:
     return model.eval()
 
 
-def voting_search(n_boards: int = 500, settings=SEARCH_SETTINGS, seed: int = 0) -> Results:
+def voting_search(n_boards: int = 500, settings=SEARCH_SETTINGS, seed: int = 0, sigmas=(SIGMA,)) -> Results:
     """:func:`voting_table` for :func:`gpu_transformer` on the first ``n_boards`` boards that need search
-    (``9x9-search``), at each (T, ks) of ``settings``: one row per (T, K, method) in ``tables["voting"]``."""
+    (``9x9-search``), at each (T, ks) of ``settings`` and each noise σ of ``sigmas``: one row per (σ, T, K, method)
+    in ``tables["voting"]``; ``final`` keys carry σ where more than one was run."""
     data = search_boards(n_boards)
     model = gpu_transformer()
-    results = Results("sudoku", {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
-                                 "settings": [[t, list(ks)] for t, ks in settings], "sigma": SIGMA, "seed": seed})
+    config = {"run": GPU_RUN, "weights": GPU_WEIGHTS, "set": "9x9-search", "boards": n_boards,
+              "settings": [[t, list(ks)] for t, ks in settings], "seed": seed}
+    config.update({"sigma": sigmas[0]} if len(sigmas) == 1 else {"sigmas": list(sigmas)})
+    results = Results("sudoku", config)
     rows = []
-    for t, ks in settings:
-        rows += [{"set": "9x9-search", "sigma": SIGMA, **row}
-                 for row in voting_table(model, data, ks, iterations=t, seed=seed)]
+    for sigma in sigmas:
+        for t, ks in settings:
+            rows += [{"set": "9x9-search", "sigma": sigma, **row}
+                     for row in voting_table(model, data, ks, iterations=t, sigma=sigma, seed=seed)]
     results.tables["voting"] = rows
     for row in rows:
-        results.final[f"T{row['T']}/{row['method']}@K{row['K']}/board"] = row["board"]
+        noise = "" if len(sigmas) == 1 else f"sigma={row['sigma']}/"
+        results.final[f"{noise}T{row['T']}/{row['method']}@K{row['K']}/board"] = row["board"]
     return results
 
 
 def commit_voting_search(overwrite: bool = False, **kwargs) -> str:
     """Run :func:`voting_search` and write it with provenance to ``results/sudoku/voting-9x9-search.json``."""
     return _commit("voting-9x9-search", voting_search, "commit_voting_search", overwrite, kwargs)
+
+
+NOISE_SIGMAS = (0.3, 1.0)  # larger perturbations than SIGMA: do runs that start further apart end apart?
+
+
+def commit_voting_noise(overwrite: bool = False, **kwargs) -> str:
+    """:func:`voting_search` at the larger noises of :data:`NOISE_SIGMAS`, 4 runs of 4T on the first 250 boards
+    that need search, written with provenance to ``results/sudoku/voting-9x9-search-noise.json``."""
+    kwargs = {"n_boards": 250, "settings": SEARCH_SETTINGS[:1], "sigmas": NOISE_SIGMAS, **kwargs}
+    return _commit("voting-9x9-search-noise", voting_search, "commit_voting_noise", overwrite, kwargs)
 
 
 DEPTHS = (16, 32, 64, 128, 256, 512, 1024)  # test iterations of the depth curve (T = 16 trained)

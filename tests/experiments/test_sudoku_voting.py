@@ -104,3 +104,19 @@ def test_a_start_is_where_the_loop_begins():
     assert torch.equal(a, b) and not torch.equal(a[1], a[2])
     rms = c.pow(2).mean(-1, keepdim=True).sqrt()
     assert 0.08 < float(((a[1] - c) / rms).detach().std()) < 0.12  # noise of σ = 0.1 relative to the tokens' rms
+
+
+def test_voting_search_at_several_noises_keeps_them_apart():
+    """The noise sweep on the boards that need search: one block of rows per σ, σ in its final keys; one σ keeps
+    the committed file's keys (no σ in them)."""
+    from energylab.experiments import sudoku_voting as V
+
+    two = V.voting_search(n_boards=2, settings=((2, (2,)),), sigmas=(0.3, 1.0))
+    assert two.config["sigmas"] == [0.3, 1.0] and "sigma" not in two.config
+    assert sorted({r["sigma"] for r in two.tables["voting"]}) == [0.3, 1.0]
+    assert "sigma=1.0/T2/majority@K2/board" in two.final and "sigma=0.3/T2/plain@T@K2/board" in two.final
+    one = V.voting_search(n_boards=2, settings=((2, (2,)),))
+    assert one.config["sigma"] == V.SIGMA and "T2/majority@K2/board" in one.final
+    # the plain run does not depend on the noise
+    plain = [r["board"] for r in two.tables["voting"] if r["method"] == "plain@T"]
+    assert plain[0] == plain[1]
