@@ -37,6 +37,18 @@ def make_model(config: Config) -> LoopedModel:
                                     layer=config.layer, iterations=config.iterations, inject=config.inject))
 
 
+def board_work(config: dict, layer: str, iterations: int) -> int:
+    """The work of one board at ``iterations`` for ``layer`` built as a run's ``config`` (a Results.config) builds
+    it: :meth:`energylab.models.looped.LoopedModel.work`, the FLOPs of its matrix products. No weights are needed."""
+    return make_model(Config(**{**config_fields(config), "layer": layer})).work(iterations)
+
+
+def config_fields(config: dict) -> dict:
+    """The fields of :class:`Config` in a run's recorded config (a Results.config), tuples as tuples."""
+    names = {f.name for f in dataclasses.fields(Config)}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in config.items() if k in names}
+
+
 def layer_lrs(config: Config) -> dict[str, float]:
     """``config.layer_lr`` ("name=lr" strings) as {name: lr}; ValueError for a malformed entry."""
     out = {}

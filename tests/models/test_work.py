@@ -31,3 +31,20 @@ def test_matmul_flops_counts_products_only_and_leaves_the_model_as_it_was():
     x = torch.randn(7, 5)
     assert matmul_flops(nn.Sequential(lin, nn.Softmax(-1)), x) == 2 * 7 * 5 * 3  # the softmax is not counted
     assert lin.weight.grad is None and torch.is_grad_enabled()
+
+
+def test_board_work_reads_a_committed_runs_config():
+    """experiments.sudoku.board_work builds the layer from a run's recorded config (no weights): the 9×9
+    augmented run's Transformer at T is the same model as LoopedModel.work counts by hand above."""
+    from energylab.engine.committed import load_committed
+    from energylab.experiments import sudoku as S
+
+    run, _ = load_committed("sudoku", "aug-cpu-9x9")
+    cfg = run.config
+    T = cfg["iterations"]
+    model = LoopedModel(LoopedConfig(size=9, dim=cfg["dim"], heads=cfg["heads"], ffn_mult=cfg["ffn_mult"],
+                                     layer="transformer", iterations=T))
+    assert S.board_work(cfg, "transformer", T) == model.work(T)
+    # ItrSA has no feedforward: the same attention's work without the two 4d maps
+    ffn = 2 * 2 * 81 * cfg["dim"] * cfg["ffn_mult"] * cfg["dim"] * T
+    assert S.board_work(cfg, "itrsa", T) == S.board_work(cfg, "transformer", T) - ffn
