@@ -87,7 +87,8 @@ CHECK_JS = r"""
 # Clipped content at a given window width: code (cell inputs and code blocks) and outputs must fit their box (they
 # wrap: a horizontal scrollbar counts as clipped); a display equation or a table may instead scroll inside a visible
 # frame (class el-scroll-frame, book/assets/js/reading.js), counted apart as "scrolled"; nothing may end past the
-# article column's right edge. Collapsed solutions and <details> are opened first: a reader can open them.
+# article column's right edge. Collapsed solutions and <details> are opened first: a reader can open them. A code
+# line the page had to wrap is counted too, a problem from a laptop's width up (the chapters keep 88 columns).
 CLIP_JS = r"""
 (() => {
   // reveal what a reader can open: collapsed solutions and <details>
@@ -121,6 +122,19 @@ CLIP_JS = r"""
       } else if (over) scrolled++;
     }
     out.clipped[kind] = clipped; out.scrolled[kind] = scrolled; out.total[kind] = total;
+  }
+  // code lines the page had to wrap (reading.css hangs their continuation behind a mark): the chapters keep their
+  // code within 88 columns so that, at a laptop's width, none is
+  out.wrapped_code = 0;
+  for (const pre of groups.code) {
+    const lh = parseFloat(getComputedStyle(pre).lineHeight);
+    if (!pre.getClientRects().length || !lh) continue;
+    for (const line of pre.querySelectorAll('.el-line')) {
+      if (line.getBoundingClientRect().height > 1.5 * lh) {
+        out.wrapped_code++;
+        if (out.examples.length < 5) out.examples.push('wrapped code: ' + line.textContent.trim().slice(0, 60));
+      }
+    }
   }
   out.page = document.documentElement.scrollWidth > window.innerWidth + 1 ? 1 : 0;
   out.column = Math.round(article.getBoundingClientRect().width);
@@ -384,6 +398,9 @@ def check_page(context, url: str, html_file: pathlib.Path, screenshot: pathlib.P
             problems.append(f"clipped at {clip_width} px: " + ", ".join(f"{clip['clipped'][k]} {k}" for k in KINDS)
                             + (", the page scrolls sideways" if clip["page"] else "")
                             + f" (e.g. {'; '.join(clip['examples'][:2])})")
+        if clip_width >= min(CLIP_WIDTHS) and clip["wrapped_code"]:
+            problems.append(f"{clip['wrapped_code']} code line(s) wrap at {clip_width} px: keep code within 88 columns "
+                            f"(e.g. {'; '.join(e for e in clip['examples'] if e.startswith('wrapped'))[:200]})")
         for key in ("clipped", "scrolled", "total") if clip_counts is not None else ():
             for kind, n in clip[key].items():
                 clip_counts.setdefault(clip_width, {}).setdefault(key, dict.fromkeys(KINDS, 0))[kind] += n
