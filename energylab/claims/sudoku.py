@@ -199,6 +199,28 @@ def search_voting_claims(voting: Results, depth: Results) -> dict:
     }
 
 
+def noise_voting_claims(noise: Results) -> dict:
+    """Chapter 9's statements about the votes at larger noise on the boards that need search
+    (``results/sudoku/voting-9x9-search-noise.json``: 4 runs of 4T at each σ, beside one run of 4T and one of 16T)."""
+    n, rows = noise.config["boards"], noise.tables["voting"]
+
+    def got(sigma, method):
+        return next(r["board"] for r in rows if r["sigma"] == sigma and r["method"] == method)
+
+    sigmas = noise.config["sigmas"]
+    long = got(sigmas[0], "plain@KT")  # one run of the same K·T iterations, the same at every σ
+    votes = [got(s, m) for s in sigmas for m in ("confidence", "majority", "any")]
+    spread = (2 * long * (1 - long) / n) ** 0.5  # standard error of a difference of two accuracies, at the larger
+    return {
+        "at every noise, one run of the same work solves more boards than any vote, by more than three standard "
+        "errors": long - max(votes) > 3 * spread,
+        "even at the largest noise the oracle (any of the 4 runs right) adds at most 2 points to one run of 4T":
+            all(got(s, "any") - got(s, "plain@T") <= 0.02 for s in sigmas),
+        "the votes do not lose boards either: confidence and the oracle never below one run of 4T":
+            all(got(s, m) >= got(s, "plain@T") for s in sigmas for m in ("confidence", "any")),
+    }
+
+
 def seed_values(results: Results, layer: str, test_set: str, iterations: int, key: str = "board",
                 table: str = "test_time") -> list[float]:
     """One value per seed of ``layer`` on ``test_set`` at T = ``iterations`` from a league's ``table`` rows

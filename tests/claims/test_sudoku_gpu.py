@@ -85,6 +85,28 @@ def test_chapter_9s_voting_claims_on_the_boards_that_need_search_hold_and_can_fa
         "one run of the same work solves more boards than any vote, by more than three standard errors"]
 
 
+def test_chapter_9s_claims_on_votes_at_larger_noise_hold_and_can_fail():
+    """results/sudoku/voting-9x9-search-noise.json: 4 runs of 4T at σ = 0.3 and 1.0 on 250 boards that need search."""
+    noise, prov = load_committed("sudoku", "voting-9x9-search-noise")
+    assert noise.config["sigmas"] == [0.3, 1.0] and noise.config["boards"] == 250 and prov["dirty"] is False
+    claims = sudoku_claims.noise_voting_claims(noise)
+    assert all(claims.values()), {k: v for k, v in claims.items() if not v}
+    # had larger noise made the runs search (the oracle 5 points above one run), the second claim would fail
+    searching = copy.deepcopy(noise)
+    for row in searching.tables["voting"]:
+        if row["method"] == "any" and row["sigma"] == 1.0:
+            row["board"] += 0.05
+    failed = [k for k, v in sudoku_claims.noise_voting_claims(searching).items() if not v]
+    assert "even at the largest noise the oracle (any of the 4 runs right) adds at most 2 points to one run of 4T" \
+        in failed
+    losing = copy.deepcopy(noise)  # a vote below the one run it starts from would fail the third
+    for row in losing.tables["voting"]:
+        if row["method"] == "confidence" and row["sigma"] == 0.3:
+            row["board"] -= 0.01
+    assert [k for k, v in sudoku_claims.noise_voting_claims(losing).items() if not v] == [
+        "the votes do not lose boards either: confidence and the oracle never below one run of 4T"]
+
+
 def test_the_committed_weights_are_the_gpu_runs_model():
     """The Transformer's weights beside the GPU run reproduce its evaluation on the CPU: the same SATNet-like
     boards solved at T on the first 100 test boards as the GPU measured on all 1,000, within sampling error."""
