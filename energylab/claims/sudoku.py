@@ -199,6 +199,52 @@ def search_voting_claims(voting: Results, depth: Results) -> dict:
     }
 
 
+def cpu_league_claims(league: Results, search: Results, baselines: dict, margin: float = 0.1) -> dict:
+    """Chapter 8's statements about the four layers at 9×9 on one CPU core with augmentation
+    (``results/sudoku/aug-league-9x9.json``; ``search``: the same models on the boards that need search,
+    ``aug-league-9x9-search.json``; ``baselines`` from :func:`run_rungs` of the league's config). ``margin``: 10
+    points, as for the single 9×9 runs (one seed, 1,000 boards a set)."""
+    cfg = league.config
+    T, sets, layers, ts = cfg["iterations"], cfg["test_sets"], cfg["layers"], cfg["test_iterations"]
+
+    def get(layer, s, key, t):
+        return league.final[f"{layer}/{s}/{key}@T{t}"]
+
+    blind = {s: baselines[s]["blind"]["cell"] for s in sets}
+    return {
+        "every layer stays below propagation without search, on every set at every test T, by more than the "
+        "margin": below_propagation({(s, t): get(x, s, "board", t) + margin for x in layers for s in sets
+                                     for t in ts}, baselines),
+        "only the Transformer solves any board, under 5% of the SATNet-like ones at every test T":
+            all(get(x, s, "board", t) == 0.0 for x in layers if x != "transformer" for s in sets for t in ts)
+            and max(get("transformer", sets[0], "board", t) for t in ts) < 0.05,
+        "no layer solves a board that needs search, at any test T":
+            all(v == 0.0 for k, v in search.final.items() if "/board@T" in k),
+        "ItrSA does not learn: its cells at T stay within 2 points of the input-blind vote on every set":
+            all(abs(get("itrsa", s, "cell", T) - blind[s]) < 0.02 for s in sets),
+        "AKOrN and Hyper-SET learn cells without boards: more than 25 points above the input-blind vote at T, "
+        "on every set": all(get(x, s, "cell", T) > blind[s] + 0.25 for x in ("akorn", "hyperset") for s in sets),
+        "past T, AKOrN and Hyper-SET lose cells (4T below T on every set), the Transformer keeps them (4T within "
+        "a point of T or above)":
+            all(get(x, s, "cell", 4 * T) < get(x, s, "cell", T) for x in ("akorn", "hyperset") for s in sets)
+            and all(get("transformer", s, "cell", 4 * T) > get("transformer", s, "cell", T) - 0.01 for s in sets),
+        "paper 004's order is reversed in cells: Hyper-SET below the Transformer at T on every set":
+            all(get("hyperset", s, "cell", T) < get("transformer", s, "cell", T) for s in sets),
+        "paper 003's order holds in cells: AKOrN above ItrSA at T on every set":
+            all(get("akorn", s, "cell", T) > get("itrsa", s, "cell", T) for s in sets),
+        "AKOrN's period-2 orbit: at most 2% of cells right at every odd test iteration, at least 20% at every even "
+        "one, on every set": all(max(odd) <= 0.02 and min(even) >= 0.2 for odd, even in
+                                 (_parity_cells(league, "akorn", s) for s in sets)),
+    }
+
+
+def _parity_cells(results: Results, layer: str, test_set: str) -> tuple[list[float], list[float]]:
+    """A league layer's cells right at the odd and at the even iterations of its test-time curve."""
+    curve = results.extra["layers"][layer]["test_time"][test_set]
+    pairs = list(zip(curve["iterations"], curve["cell"]))
+    return [c for t, c in pairs if t % 2], [c for t, c in pairs if t % 2 == 0]
+
+
 def noise_voting_claims(noise: Results) -> dict:
     """Chapter 9's statements about the votes at larger noise on the boards that need search
     (``results/sudoku/voting-9x9-search-noise.json``: 4 runs of 4T at each σ, beside one run of 4T and one of 16T)."""
