@@ -42,16 +42,24 @@ __all__ = ["DESCENT_ETA", "DESCENT_TOL", "DIM", "MULTI_HEAD_DIM", "FAMILIES", "L
 DIM = 5  # the dimension at which the Atlas verifies single-head forms (a prime: no axis can hide)
 MULTI_HEAD_DIM = 6  # multi-head forms: heads_for(6) = 2 heads of width d_h = 3
 
-# Families of the Atlas chapter: title -> the bibtex keys of the papers whose forms it gathers.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "Free energies and Newton forms": ("energyprinciple2025",),
-    "Hopfield retrieval": ("ramsauer2021",),
-    "Expressive attention": ("gros2024expressive",),
-    "Local energies": ("damico2024attractor",),
-    "Sphere and symmetric self-attention": ("geshkovski2023", "tomihari2025jacobians"),
-    "Hyper-SET and its alternative energies": ("hu2025hyperset",),
-    "Sparse Hopfield (Fenchel–Young) retrieval": ("santos2024sparse",),
-}
+# Families of the Atlas chapter, title -> the bibtex keys of the papers whose forms it gathers: each forms module
+# names its family (FAMILY, beside its CHAPTER), so a new family is declared where its forms are; in catalog order.
+def _families() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for form in catalog.FORMS.values():
+        title = _module_family(form)
+        if title is not None and form.paper not in out.setdefault(title, ()):
+            out[title] += (form.paper,)
+    return out
+
+
+def _module_family(form: catalog.AttentionForm) -> str | None:
+    """The FAMILY of the module that defines the form's update (None for a form registered elsewhere, e.g. in a
+    notebook)."""
+    return getattr(inspect.getmodule(form.update), "FAMILY", None)
+
+
+FAMILIES: dict[str, tuple[str, ...]] = _families()
 
 # The trainable layers, (layer class, catalog form, how the layer relates to the form), as registered beside the
 # layers in energylab.layers (the catalog is their one home; this is the Atlas's view of it).
@@ -74,8 +82,12 @@ def _form(name: str) -> catalog.AttentionForm:
 
 
 def family_of(name: str) -> str:
-    """The title in :data:`FAMILIES` whose papers include the form's paper."""
-    paper = _form(name).paper
+    """The family of form ``name``: its module's FAMILY, or for a form registered elsewhere (a reader's, in a
+    notebook) the title in :data:`FAMILIES` whose papers include the form's paper."""
+    form = _form(name)
+    if _module_family(form) is not None:
+        return _module_family(form)
+    paper = form.paper
     titles = [title for title, papers in FAMILIES.items() if paper in papers]
     if len(titles) != 1:
         raise ValueError(f"form {name!r} (paper {paper!r}) must be in exactly one family, found {titles}")

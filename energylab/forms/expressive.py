@@ -21,6 +21,8 @@ from energylab.forms.free_energy import dot_product_potentials, sample_free_toke
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "05_expressive_attention"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Expressive attention"
 
 __all__ = ["expressive_weights", "expressive_potentials", "expressive_free_energy", "expressive_free_energy_update",
            "expressive_attention_step"]

@@ -39,6 +39,8 @@ from energylab.forms._common import (
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "01_free_energy"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Free energies and Newton forms"
 
 __all__ = [
     "elastic_potentials",

@@ -13,6 +13,8 @@ from energylab.forms._common import check_hopfield, randn
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "03_hopfield_memories"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Hopfield retrieval"
 
 __all__ = ["hopfield_energy", "hopfield_update"]
 

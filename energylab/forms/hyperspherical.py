@@ -28,6 +28,8 @@ from energylab.forms._common import heads_for, merge_heads, randn, row_blocks, s
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "08_hyperset"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Hyper-SET and its alternative energies"
 
 __all__ = [
     "head_projections",

@@ -15,6 +15,8 @@ from energylab.forms.free_energy import dot_product_weights
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "07_attractor_networks"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Local energies"
 
 __all__ = ["local_energies", "local_attention_update"]
 

@@ -35,6 +35,8 @@ from energylab.forms.free_energy import (
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "04_newton_attention"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Free energies and Newton forms"
 
 __all__ = ["att2nd_update", "att2nd1st_update", "mha2nd_update", "mha2nd_paper_update", "mha2nd1st_update",
            "mha2nd1st_corrected_update", "newton_first_order_direction", "ridge_inverse"]

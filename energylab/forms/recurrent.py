@@ -36,6 +36,8 @@ from energylab.sphere import tangent_projection
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "09_jacobians"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Sphere and symmetric self-attention"
 
 __all__ = ["exp_energy", "sa_flow", "energy_rate", "generalised_symmetric_energy", "generalised_symmetric_update",
            "sample_generalised_symmetric", "multihead_symmetric_energy", "multihead_symmetric_update",

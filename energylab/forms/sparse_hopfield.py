@@ -54,6 +54,8 @@ from energylab.forms._common import NO_KEYS, check_hopfield, randn
 
 # the chapter that derives this family's forms
 CHAPTER = "12_sparse_hopfield"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Sparse Hopfield (Fenchel–Young) retrieval"
 
 __all__ = ["sparsemax", "entmax15", "entmax_bisect", "normmax", "softmax", "tsallis_regulariser",
            "norm_regulariser", "Regulariser", "regulariser", "conjugate", "margin", "fy_hopfield_energy",

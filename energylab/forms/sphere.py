@@ -27,6 +27,8 @@ from energylab.sphere import tangent_projection
 
 # the chapter that derives this family's forms (a form derived elsewhere names its own)
 CHAPTER = "06_particles_on_spheres"
+# the Atlas (chapter 11) groups this module's forms under this title
+FAMILY = "Sphere and symmetric self-attention"
 
 __all__ = ["sphere_interaction_energy", "energy_rate", "symmetric_attention_energy", "sphere_interaction_update",
            "symmetric_attention_update"]

@@ -61,6 +61,30 @@ def test_families_partition_the_catalog():
     assert atlas.family_of("att2nd") == atlas.family_of("softmax_free_energy") != atlas.family_of("hyperset_attention")
 
 
+
+def test_a_family_is_declared_beside_its_forms_and_a_readers_form_joins_its_papers(monkeypatch):
+    """Every forms module names its family (FAMILY, beside CHAPTER): a new family needs no line elsewhere. A form
+    registered outside the forms modules (a reader's, in a notebook) joins the family of its paper."""
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import energylab.forms as forms
+
+    modules = [importlib.import_module(f"energylab.forms.{m.name}") for m in pkgutil.iter_modules(forms.__path__)
+               if not m.name.startswith("_")]
+    assert {m.FAMILY for m in modules} == set(atlas.FAMILIES)
+    assert list(atlas.FAMILIES)[0] == "Free energies and Newton forms"  # catalog order: chapter 1's first
+    readers = dataclasses.replace(catalog.FORMS["linear_attention"], name="readers_form",
+                                  update=lambda *a, **k: None)  # defined here, not in a forms module
+    monkeypatch.setitem(catalog.FORMS, "readers_form", readers)
+    assert atlas.family_of("readers_form") == atlas.family_of("linear_attention")
+    orphan = dataclasses.replace(readers, name="orphan_form", paper="nobody2026")
+    monkeypatch.setitem(catalog.FORMS, "orphan_form", orphan)
+    with pytest.raises(ValueError, match="exactly one family"):
+        atlas.family_of("orphan_form")
+
+
 @pytest.mark.parametrize("name", list(catalog.FORMS))
 def test_every_form_descends_at_first_order(name):
     small = atlas.descent_check(name, eta=atlas.DESCENT_ETA, seed=7, n_tokens=5, dim=6)
