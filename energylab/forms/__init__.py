@@ -16,13 +16,20 @@ projected steps), the samplers of valid instances and its ``register(...)`` call
 - :mod:`~energylab.forms.sparse_hopfield`: Hopfield–Fenchel–Young energies, sparsemax / entmax / normmax retrieval
   (Santos et al. 2024).
 
-The import order below is the order of ``catalog.FORMS`` and of the Atlas table. Dependencies point one way:
-the families import :mod:`energylab.catalog`, never the reverse.
+The import order below is the order of ``catalog.FORMS`` and of the Atlas table: the families of :data:`ORDER`
+first, then any other module of this folder (sorted by name), so a new family module is found on disk and needs no
+line here. Dependencies point one way: the families import :mod:`energylab.catalog`, never the reverse.
 """
-from energylab.forms import free_energy, newton  # noqa: I001 (registration order = Atlas order)
-from energylab.forms import hopfield, expressive, local, sphere, hyperspherical, recurrent
-from energylab.forms import sparse_hopfield
+import importlib
+import pkgutil
+
 from energylab.forms._common import heads_for
 
-__all__ = ["free_energy", "newton", "hopfield", "expressive", "local", "sphere", "hyperspherical", "recurrent",
-           "sparse_hopfield", "heads_for"]
+ORDER = ("free_energy", "newton", "hopfield", "expressive", "local", "sphere", "hyperspherical", "recurrent",
+         "sparse_hopfield")
+FAMILY_MODULES = (*ORDER, *sorted(m.name for m in pkgutil.iter_modules(__path__)
+                                  if m.name not in ORDER and not m.name.startswith("_")))
+for _name in FAMILY_MODULES:
+    globals()[_name] = importlib.import_module(f"{__name__}.{_name}")
+
+__all__ = [*FAMILY_MODULES, "heads_for"]
