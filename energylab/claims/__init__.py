@@ -17,19 +17,6 @@ The margins are part of each claim: a sentence is True only past them.
 Claims read the experiments (``energylab.experiments``) and their results; no experiment imports a claim.
 Submodules are imported on first use.
 """
-import importlib
+from energylab._lazy import lazy_submodules
 
-_SUBMODULES = ("attractor", "denoising", "hopfield", "lis", "nt", "sparse_retrieval", "sudoku")
-
-
-def __getattr__(name):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"energylab.claims.{name}")
-    raise AttributeError(f"module 'energylab.claims' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(__all__)
-
-
-__all__ = list(_SUBMODULES)
+__all__, __getattr__, __dir__ = lazy_submodules(__name__, __path__)

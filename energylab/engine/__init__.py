@@ -7,19 +7,6 @@ and reads the runs committed under ``results/`` with their provenance; ``verdict
 
 Submodules are imported on first use (``energylab.engine.committed`` reads a committed file without torch).
 """
-import importlib
+from energylab._lazy import lazy_submodules
 
-_SUBMODULES = ("train", "loop", "ensemble", "batches", "runs", "results", "committed", "verdicts")
-
-
-def __getattr__(name):
-    if name in _SUBMODULES:
-        return importlib.import_module(f"energylab.engine.{name}")
-    raise AttributeError(f"module 'energylab.engine' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(__all__)
-
-
-__all__ = list(_SUBMODULES)
+__all__, __getattr__, __dir__ = lazy_submodules(__name__, __path__)

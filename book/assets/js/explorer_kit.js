@@ -135,6 +135,26 @@
     return b;
   }
 
+  /* The buttons of a figure that iterates: "one step" calls advance(), "run" repeats it every `interval` ms until it
+   * returns false (nothing moved) or is pressed again, "reset" stops and calls reset(). Returns {stop}. */
+  function stepper(parent, advance, reset, interval = 220) {
+    const div = html("div", { className: "el-controls" }, parent);
+    let timer = null;
+    const stop = () => {
+      if (timer) clearInterval(timer);
+      timer = null;
+      runButton.textContent = "run";
+    };
+    button(div, "one step", () => { stop(); advance(); });
+    const runButton = button(div, "run", () => {
+      if (timer) return stop();
+      runButton.textContent = "stop";
+      timer = setInterval(() => { if (!advance()) stop(); }, interval);
+    });
+    button(div, "reset", () => { stop(); reset(); });
+    return { stop };
+  }
+
   /* A legend line: [[text, colour, dashed], ...]. */
   function legend(parent, items) {
     const div = html("div", { className: "el-legend" }, parent);
@@ -248,5 +268,5 @@
   }
 
   window.ExplorerKit = { dot, matvec, sum, logsumexp, softmax, solve, rng, PALETTE, svg, html, frame, slider, button,
-                         legend, axes, curve, bars, image, onReady };
+                         stepper, legend, axes, curve, bars, image, onReady };
 })();

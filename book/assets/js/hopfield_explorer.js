@@ -62,50 +62,59 @@
 
   const MAX_STEPS = 40, TOL = 1e-10;
   const deltaE = (d, e) => (Math.abs(d) < 1e-12 * Math.max(1, Math.abs(e)) ? "0 to rounding" : d.toExponential(2));
+  const shade = (xi) => {  // each image on its own scale: lowest pixel blank, highest full ink
+    const lo = Math.min(...xi), hi = Math.max(...xi);
+    return xi.map((v) => (v - lo) / (hi - lo || 1));
+  };
 
-  function mount(div) {
-    const X = patterns();
-    const shade = (xi) => {  // each image on its own scale: lowest pixel blank, highest full ink
-      const lo = Math.min(...xi), hi = Math.max(...xi);
-      return xi.map((v) => (v - lo) / (hi - lo || 1));
-    };
-    K.frame(div);
+  /* The query's controls, shared with chapter 12's explorer: the stored digits X to click, the flipped fraction,
+   * the seed and β (a log slider over [10^betaMin, 10^betaMax]); onChange() after any change. Returns the sliders,
+   * digit() (the one clicked), mark() (outline it) and the controls' row (for more controls). */
+  function queryControls(div, X, { digit, flip, seed, beta, betaMin, betaMax }, onChange) {
     const picker = K.html("div", { className: "el-controls" }, div);
     picker.append("stored digits (click one):");
+    let picked = digit;
     const thumbs = X.map((x, k) => {
       const t = K.image(picker, shade(x), ROWS, COLS, { cell: 5, title: `stored digit ${k}` });
       t.style.cursor = "pointer";
-      t.addEventListener("click", () => { state.digit = k; reset(); });
+      t.addEventListener("click", () => { picked = k; onChange(); });
       return t;
     });
-    const controls = K.html("div", { className: "el-controls" }, div);
-    const flip = K.slider(controls, "flipped pixels", { min: 0, max: 0.5, step: 0.01, value: 0.2,
-                                                          format: (v) => `${Math.round(v * 100)}%` });
-    const seed = K.slider(controls, "seed", { min: 0, max: 20, step: 1, value: 0 });
-    const beta = K.slider(controls, "β", { min: 0, max: 2, step: 0.001, value: 16, from: (v) => Math.pow(10, v),
-                                           to: Math.log10, format: (v) => v.toPrecision(3) });
-    const buttons = K.html("div", { className: "el-controls" }, div);
-    K.button(buttons, "one step", () => { stop(); advance(); });
-    const runButton = K.button(buttons, "run", () => (timer ? stop() : run()));
-    K.button(buttons, "reset", () => reset());
+    const row = K.html("div", { className: "el-controls" }, div);
+    const sliders = {
+      flip: K.slider(row, "flipped pixels", { min: 0, max: 0.5, step: 0.01, value: flip,
+                                              format: (v) => `${Math.round(v * 100)}%` }),
+      seed: K.slider(row, "seed", { min: 0, max: 20, step: 1, value: seed }),
+      beta: K.slider(row, "β", { min: betaMin, max: betaMax, step: 0.001, value: beta, from: (v) => Math.pow(10, v),
+                                 to: Math.log10, format: (v) => v.toPrecision(3) }),
+    };
+    for (const sl of Object.values(sliders)) sl.onChange(onChange);
+    return { ...sliders, row, digit: () => picked,
+             mark: () => thumbs.forEach((t, j) => t.classList.toggle("el-picked", j === picked)) };
+  }
+
+  function mount(div) {
+    const X = patterns();
+    K.frame(div);
+    const q = queryControls(div, X, { digit: 3, flip: 0.2, seed: 0, beta: 16, betaMin: 0, betaMax: 2 }, () => reset());
+    const steps = K.stepper(div, advance, () => reset());
     const row = K.html("div", { className: "el-row" }, div);
     const images = K.html("div", {}, row), bars = K.html("div", {}, row), trace = K.html("div", {}, row);
     images.style.flex = "0 0 auto";
     bars.style.flex = trace.style.flex = "1 1 14em";
     const readout = K.html("div", { className: "el-readout" }, div);
-    const state = { digit: 3, states: [], energies: [] };
-    let timer = null;
+    const state = { states: [], energies: [] };
 
     function reset() {
-      stop();
-      const xi = corrupt(state.digit, flip.value(), seed.value());
+      steps.stop();
+      const xi = corrupt(q.digit(), q.flip.value(), q.seed.value());
       state.states = [xi];
-      state.energies = [energy(xi, X, beta.value())];
+      state.energies = [energy(xi, X, q.beta.value())];
       draw();
     }
 
     function advance() {  // one update; false once the state has stopped moving (or MAX_STEPS)
-      const b = beta.value(), xi = state.states.at(-1), next = step(xi, X, b);
+      const b = q.beta.value(), xi = state.states.at(-1), next = step(xi, X, b);
       const moved = Math.sqrt(K.sum(next.map((v, a) => (v - xi[a]) ** 2)));
       if (state.states.length > MAX_STEPS || moved < TOL) return false;
       state.states.push(next);
@@ -114,20 +123,10 @@
       return true;
     }
 
-    function run() {
-      runButton.textContent = "stop";
-      timer = setInterval(() => { if (!advance()) stop(); }, 220);
-    }
-
-    function stop() {
-      if (timer) clearInterval(timer);
-      timer = null;
-      runButton.textContent = "run";
-    }
-
     function draw() {
-      const b = beta.value(), xi = state.states.at(-1), k = state.states.length - 1, target = X[state.digit];
-      thumbs.forEach((t, j) => t.classList.toggle("el-picked", j === state.digit));
+      const b = q.beta.value(), xi = state.states.at(-1), k = state.states.length - 1, digit = q.digit();
+      const target = X[digit];
+      q.mark();
       images.replaceChildren();
       for (const [title, v] of [["query ξ₀", state.states[0]], [`state ξ after ${k} step${k === 1 ? "" : "s"}`, xi]]) {
         const box = K.html("div", {}, images);
@@ -147,18 +146,17 @@
                                  y: { min: elo - pad, max: ehi + pad }, title: "energy E(ξ_k)", margin: { l: 56 } });
       K.curve(ex, e.map((v, j) => [j, v]), { color: K.PALETTE[1], r: 3 });
       const dist = Math.sqrt(K.sum(xi.map((v, a) => (v - target[a]) ** 2)));
-      readout.textContent = `digit ${state.digit}, β = ${b.toPrecision(3)}, step ${k}: E = ${e.at(-1).toFixed(6)}` +
+      readout.textContent = `digit ${digit}, β = ${b.toPrecision(3)}, step ${k}: E = ${e.at(-1).toFixed(6)}` +
         (k ? ` (ΔE = ${deltaE(e.at(-1) - e.at(-2), e.at(-1))})` : "") +
-        `;  ‖ξ − x_${state.digit}‖ = ${dist.toFixed(4)}` + (dist <= 0.1 ? " (retrieved)" : "") +
+        `;  ‖ξ − x_${digit}‖ = ${dist.toFixed(4)}` + (dist <= 0.1 ? " (retrieved)" : "") +
         `;  participation 1/Σp² = ${(1 / K.dot(p, p)).toFixed(2)}`;
       div.dataset.drawn = "1";
     }
 
-    for (const s of [flip, seed]) s.onChange(reset);
-    beta.onChange(reset);
     reset();
   }
 
-  window.HopfieldExplorer = { energy, weights, step, retrieve, patterns, corrupt, mount };
+  window.HopfieldExplorer = { energy, weights, step, retrieve, patterns, corrupt, shade, queryControls, ROWS, COLS,
+                              mount };
   K.onReady("div.hopfield-explorer", mount);
 })();

@@ -110,58 +110,38 @@
     return s[t] - Math.max(...s.filter((_, j) => j !== t));
   }
 
-  const MAX_STEPS = 40, TOL = 1e-12, ROWS = 7, COLS = 5;
+  const MAX_STEPS = 40, TOL = 1e-12;
   // where the figure starts: sparsemax exact in one step, 1.5-entmax not (chapter 12's text says so, the smoke test
   // checks it on the page's digits)
   const DEFAULTS = { digit: 3, flip: 0.2, seed: 0, beta: 4 };
 
   function mount(div) {
     const H = window.HopfieldExplorer, X = H.patterns();
-    const shade = (xi) => {  // each image on its own scale: lowest pixel blank, highest full ink
-      const lo = Math.min(...xi), hi = Math.max(...xi);
-      return xi.map((v) => (v - lo) / (hi - lo || 1));
-    };
     K.frame(div);
-    const picker = K.html("div", { className: "el-controls" }, div);
-    picker.append("stored digits (click one):");
-    const thumbs = X.map((x, k) => {
-      const t = K.image(picker, shade(x), ROWS, COLS, { cell: 5, title: `stored digit ${k}` });
-      t.style.cursor = "pointer";
-      t.addEventListener("click", () => { state.digit = k; reset(); });
-      return t;
-    });
-    const controls = K.html("div", { className: "el-controls" }, div);
-    const flip = K.slider(controls, "flipped pixels", { min: 0, max: 0.5, step: 0.01, value: DEFAULTS.flip,
-                                                          format: (v) => `${Math.round(v * 100)}%` });
-    const seed = K.slider(controls, "seed", { min: 0, max: 20, step: 1, value: DEFAULTS.seed });
-    const beta = K.slider(controls, "β", { min: -1, max: 2, step: 0.001, value: DEFAULTS.beta, from: (v) => Math.pow(10, v),
-                                           to: Math.log10, format: (v) => v.toPrecision(3) });
-    const pick = K.html("label", {}, controls);
+    const q = H.queryControls(div, X, { ...DEFAULTS, betaMin: -1, betaMax: 2 }, () => reset());
+    const pick = K.html("label", {}, q.row);
     pick.append("sparse map");
     const select = K.html("select", {}, pick);
-    for (const kind of ["sparsemax", "entmax15", "normmax"]) K.html("option", { value: kind,
-                                                                               textContent: KINDS[kind].label }, select);
-    const buttons = K.html("div", { className: "el-controls" }, div);
-    K.button(buttons, "one step", () => { stop(); advance(); });
-    const runButton = K.button(buttons, "run", () => (timer ? stop() : run()));
-    K.button(buttons, "reset", () => reset());
+    for (const kind of ["sparsemax", "entmax15", "normmax"]) {
+      K.html("option", { value: kind, textContent: KINDS[kind].label }, select);
+    }
+    const steps = K.stepper(div, advance, () => reset());
     const row = K.html("div", { className: "el-row" }, div);
     const panels = [0, 1].map(() => K.html("div", {}, row));
     const readout = K.html("div", { className: "el-readout" }, div);
-    const state = { digit: DEFAULTS.digit, runs: [] };  // runs: [{kind, states, energies}] for softmax and the sparse map
-    let timer = null;
+    const state = { runs: [] };  // runs: [{kind, states, energies}] for softmax and the sparse map
 
     const kinds = () => ["softmax", select.value];
 
     function reset() {
-      stop();
-      const xi = H.corrupt(state.digit, flip.value(), seed.value()), b = beta.value();
+      steps.stop();
+      const xi = H.corrupt(q.digit(), q.flip.value(), q.seed.value()), b = q.beta.value();
       state.runs = kinds().map((kind) => ({ kind, states: [xi], energies: [energy(xi, X, b, kind)] }));
       draw();
     }
 
     function advance() {  // one update of both; false once neither state moves any more (or MAX_STEPS)
-      const b = beta.value();
+      const b = q.beta.value();
       let moved = 0;
       for (const r of state.runs) {
         const xi = r.states.at(-1), next = step(xi, X, b, r.kind);
@@ -177,26 +157,15 @@
       return true;
     }
 
-    function run() {
-      runButton.textContent = "stop";
-      timer = setInterval(() => { if (!advance()) stop(); }, 220);
-    }
-
-    function stop() {
-      if (timer) clearInterval(timer);
-      timer = null;
-      runButton.textContent = "run";
-    }
-
     function draw() {
-      const b = beta.value(), t = state.digit, target = X[t], k = state.runs[0].states.length - 1;
-      thumbs.forEach((th, j) => th.classList.toggle("el-picked", j === t));
+      const b = q.beta.value(), t = q.digit(), target = X[t], k = state.runs[0].states.length - 1;
+      q.mark();
       state.runs.forEach((r, c) => {
         const panel = panels[c], xi = r.states.at(-1), p = weights(xi, X, b, r.kind), label = KINDS[r.kind].label;
         panel.replaceChildren();
         const top = K.html("div", {}, panel);
         top.style.cssText = "display:flex;gap:0.8em;align-items:center";
-        K.image(top, shade(xi), ROWS, COLS, { cell: 10, title: `${label}: state after ${k} steps` });
+        K.image(top, H.shade(xi), H.ROWS, H.COLS, { cell: 10, title: `${label}: state after ${k} steps` });
         const dist = Math.sqrt(K.sum(xi.map((v, a) => (v - target[a]) ** 2)));
         const support = p.filter((v) => v > 0).length;
         K.html("div", { innerHTML: `<b>${label}</b>, after ${k} step${k === 1 ? "" : "s"}<br>` +
@@ -207,17 +176,16 @@
                                    y: { min: 0, max: 1 }, title: `weights ${label}(β Xξ)` });
         K.bars(ax, p, { labels: X.map((_, j) => String(j)), color: K.PALETTE[c] });
       });
-      const q = queryMargin(state.runs[0].states[0], X, t), m = KINDS[select.value].margin;
+      const gap = queryMargin(state.runs[0].states[0], X, t), m = KINDS[select.value].margin;
       readout.textContent = `digit ${t}, β = ${b.toPrecision(3)}: the query's margin β(x_${t}ᵀξ₀ − max_j≠${t} x_jᵀξ₀) = ` +
-        `${(b * q).toFixed(3)} against ${KINDS[select.value].label}'s margin m = ${m}: ` +
-        (b * q >= m ? "≥ m, so one step lands exactly on the digit (softmax never does)." :
-          (q > 0 ? `below m: one step mixes digits; β ≥ ${(m / q).toPrecision(3)} would make it exact.` :
+        `${(b * gap).toFixed(3)} against ${KINDS[select.value].label}'s margin m = ${m}: ` +
+        (b * gap >= m ? "≥ m, so one step lands exactly on the digit (softmax never does)." :
+          (gap > 0 ? `below m: one step mixes digits; β ≥ ${(m / gap).toPrecision(3)} would make it exact.` :
             "not positive: another digit scores at least as high, and no β retrieves this one in one step."));
       div.dataset.drawn = "1";
     }
 
-    for (const s of [flip, seed, beta]) s.onChange(reset);
-    select.addEventListener("change", reset);
+    select.addEventListener("change", () => reset());
     reset();
   }
 
