@@ -100,6 +100,12 @@ def board_se(p: float, n: int = 1000) -> float:
     return (p * (1 - p) / n) ** 0.5
 
 
+def difference_se(p: float, n: int) -> float:
+    """Standard error of the difference of two board accuracies on the same ``n`` boards, taken at the larger, ``p``
+    (two independent binomials: an upper bound for paired runs)."""
+    return (2 * p * (1 - p) / n) ** 0.5
+
+
 def gpu_search_claims(gpu: Results, baselines: dict, search_guess: float, layer: str = "transformer-3e-3",
                       margin: float = 0.05) -> dict:
     """Chapter 9's statements about the looped Transformer at d = 256 trained with augmentation on one GPU
@@ -182,7 +188,7 @@ def search_voting_claims(voting: Results, depth: Results) -> dict:
     settings = [(t, k) for t, ks in voting.config["settings"] for k in ks]
     votes = [got(t, k, m) for t, k in settings for m in ("confidence", "majority", "any")]
     long = got(*settings[0], "plain@KT")  # one run of the same K·T iterations (the same for every setting)
-    spread = (2 * long * (1 - long) / n) ** 0.5  # standard error of a difference of two accuracies, at the larger
+    spread = difference_se(long, n)
     depths = sorted(int(k.split("@T")[1]) for k in depth.final if "/board@T" in k)
     curve = [depth.final[f"9x9-search/board@T{t}"] for t in depths]
     return {
@@ -256,7 +262,7 @@ def noise_voting_claims(noise: Results) -> dict:
     sigmas = noise.config["sigmas"]
     long = got(sigmas[0], "plain@KT")  # one run of the same K·T iterations, the same at every σ
     votes = [got(s, m) for s in sigmas for m in ("confidence", "majority", "any")]
-    spread = (2 * long * (1 - long) / n) ** 0.5  # standard error of a difference of two accuracies, at the larger
+    spread = difference_se(long, n)
     return {
         "at every noise, one run of the same work solves more boards than any vote, by more than three standard "
         "errors": long - max(votes) > 3 * spread,
