@@ -2,7 +2,8 @@
 
 A fast path is a faster route to numbers that a reference path (plain PyTorch, autograd-transparent) computes:
 the symmetric C kernel and the compiled fused step of the sphere flows, the tiled attention kernels with their
-hand-written backward, flex attention for EA on CUDA, SDPA for softmax attention, the compiled seed ensemble.
+hand-written backward and their tile loops in C, flex attention for EA on CUDA, SDPA for softmax attention, the
+compiled seed ensemble.
 :data:`FAST_PATHS` states for each one, in one table,
 
 - ``grad``: what it does under autograd. ``"autograd"``: it records gradients equal to the reference path's with
@@ -123,6 +124,19 @@ FAST_PATHS: dict[str, FastPath] = {
     "tiled-sigmoid": FastPath("energylab.kernels.attention.sigmoid_attention",
                               "forms.hyperspherical.sigmoid_attention_update", grad="autograd",
                               devices=("cpu",)),
+    # the tiled kernels' tile loops in C (energylab.kernels.fused_attention): processes not pinned by the book
+    "fused-expressive": FastPath("energylab.kernels.fused_attention.expressive (C tile loop, BLAS gemm)",
+                                 "forms.expressive.expressive_weights(s) @ v", grad="autograd", dtypes=(_F32, _F64),
+                                 devices=("cpu",)),
+    "fused-bisoftmax": FastPath("energylab.kernels.fused_attention.bisoftmax (C tile loop, BLAS gemm)",
+                                "forms.hyperspherical.hyperset_attention_update", grad="autograd",
+                                dtypes=(_F32, _F64), devices=("cpu",)),
+    "fused-sigmoid": FastPath("energylab.kernels.fused_attention.sigmoid (C tile loop, BLAS gemm)",
+                              "forms.hyperspherical.sigmoid_attention_update", grad="autograd", dtypes=(_F32, _F64),
+                              devices=("cpu",)),
+    "fused-newton": FastPath("energylab.kernels.fused_attention.newton (C tile loop, BLAS gemm)",
+                             "forms.newton.newton_first_order_direction", grad="autograd", dtypes=(_F32, _F64),
+                             devices=("cpu",)),
     "tiled-newton": FastPath("energylab.kernels.attention.newton_direction",
                              "forms.newton.newton_first_order_direction", grad="autograd",
                              devices=("cpu",)),

@@ -24,6 +24,7 @@ import functools
 import torch
 
 from energylab import kernels
+from energylab.kernels import fused_attention
 
 __all__ = ["tiles", "expressive_heads", "expressive_attention", "bisoftmax_attention", "sigmoid_attention",
            "newton_direction", "flex_expressive_attention", "flex_or_none"]
@@ -390,6 +391,8 @@ def expressive_heads(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
     if reason is not None:  # float16: the reference path clamps s², the kernel would return NaN
         kernels.fall_back("tiled-expressive", reason)
         return None
+    if fused_attention.usable(q):  # the tile loop in C, reading the heads in place (issue 55)
+        return fused_attention.expressive(q, k, v, causal, scale)
     B, H, N, d_h = q.shape
     mask = torch.ones(N, N, dtype=torch.bool, device=q.device).tril() if causal else None
     q, k, v = torch.stack([q, k, v]).flatten(1, 2)  # one copy into the kernel's (B·H, N, d_h) layout, not three

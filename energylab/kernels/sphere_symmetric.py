@@ -82,7 +82,7 @@ def symmetric_scores(Q: torch.Tensor, K: torch.Tensor) -> torch.Tensor | None:
     return ((A + A.transpose(1, 2)) / 2).to(Q.dtype)
 
 
-def _exp2_functions(dtype: torch.dtype) -> str:
+def exp2_functions(dtype: torch.dtype) -> str:
     """C functions 2^z: ``exp2_shifted`` for z in [-bias + 1, 0] (SA: the shift and :func:`sphere_fused.shift_is_safe`
     keep every exponent there), ``exp2_any`` for any z (USA): 0 below, inf above the dtype's range."""
     ctype, itype, mant, bias, degree, (lo, hi), sfx = _TYPES[dtype]
@@ -186,7 +186,7 @@ def c_source(d: int, dtype: torch.dtype, rows: int = ROWS, chunk: int = CHUNK) -
 #define ROWS {rows}
 #define CHUNK {chunk}
 typedef {ctype} real;
-{_exp2_functions(dtype)}{_pairs_function("pairs_sa", "exp2_shifted", d, rows, ctype)}\
+{exp2_functions(dtype)}{_pairs_function("pairs_sa", "exp2_shifted", d, rows, ctype)}\
 {_pairs_function("pairs_usa", "exp2_any", d, rows, ctype)}{_STEPS}"""
 
 
@@ -309,5 +309,5 @@ def stepper(x0: torch.Tensor, A: torch.Tensor, V: torch.Tensor, Q: torch.Tensor,
     return one_step
 
 
-__all__ = ["ROWS", "SYMMETRY_TOL", "FLAGS", "PINNED_FLAGS", "flags", "symmetric_scores", "c_source", "compiler",
-           "library", "stepper"]
+__all__ = ["ROWS", "SYMMETRY_TOL", "FLAGS", "PINNED_FLAGS", "flags", "symmetric_scores", "exp2_functions", "c_source",
+           "compiler", "library", "stepper"]

@@ -18,6 +18,7 @@ from energylab._checks import (
 from energylab.forms import hyperspherical as hs
 from energylab.forms._common import merge_heads
 from energylab.kernels import attention as fa
+from energylab.kernels import fused_attention as fz
 from energylab.layers._common import check_input, check_sizes
 
 __all__ = ["BiSoftmaxAttention", "SigmoidAttention", "KernelLinearAttention", "ReLUEnergyFeedforward",
@@ -45,6 +46,7 @@ class _HypersphericalAttention(nn.Module):
         self.weight = nn.Parameter(torch.randn(heads, dim // heads, dim) / math.sqrt(dim))  # W: (H, d_h, d)
 
     _kernel = None  # a tiled kernel of :mod:`energylab.kernels.attention` on Z (B·H, N, d_h), if the form has one
+    _fused = _fused_path = None  # its C tile loop (:mod:`energylab.kernels.fused_attention`, on Z (B, H, N, d_h))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(x, self.dim, self.weight)
@@ -52,7 +54,10 @@ class _HypersphericalAttention(nn.Module):
             return self._update(x, self.weight, self.beta, self.rms, self.eps)  # the checked catalog operator
         Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h)
         Z = hs.rms_normalize(Z, self.eps) if self.rms else Z
-        Y = self._kernel(Z.flatten(0, 1), self.beta).view_as(Z)  # the same numbers as the operator, tiled
+        if self._fused is not None and fz.usable(Z, self._fused_path):  # the tile loop in C (issue 55)
+            Y = self._fused(Z, self.beta)
+        else:
+            Y = self._kernel(Z.flatten(0, 1), self.beta).view_as(Z)  # the same numbers as the operator, tiled
         return -(merge_heads(Y) @ self.weight.flatten(0, 1))  # −Σ_h y_iʰ W_h
 
 
@@ -61,6 +66,7 @@ class BiSoftmaxAttention(_HypersphericalAttention):
 
     _update = staticmethod(hs.hyperset_attention_update)
     _kernel = staticmethod(fa.bisoftmax_attention)
+    _fused, _fused_path = staticmethod(fz.bisoftmax), "fused-bisoftmax"
 
 
 class SigmoidAttention(_HypersphericalAttention):
@@ -68,6 +74,7 @@ class SigmoidAttention(_HypersphericalAttention):
 
     _update = staticmethod(hs.sigmoid_attention_update)
     _kernel = staticmethod(fa.sigmoid_attention)
+    _fused, _fused_path = staticmethod(fz.sigmoid), "fused-sigmoid"
 
 
 class KernelLinearAttention(_HypersphericalAttention):

@@ -18,6 +18,7 @@ from energylab._checks import (
 from energylab.forms._common import mask_rows, merge_heads, row_blocks, split_heads
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
 from energylab.kernels import attention as fa
+from energylab.kernels import fused_attention as fz
 from energylab.layers._common import causal_mask, check_input, check_sizes
 
 __all__ = ["MHA2nd1st", "MHA2nd1stCorrected"]
@@ -76,6 +77,9 @@ class MHA2nd1st(nn.Module):
     def _direction(self, q, k, T, T_b, G, G_inv, mask):
         """The merged direction (B, N, d) from the heads' q, k (B, H, N, d_h): the tiled kernel on the CPU
         (no (N, N) tensor kept for the backward pass), else cache-sized query blocks of the reference ops."""
+        if fz.usable(q, "fused-newton"):  # the tile loop in C, reading the heads in place (issue 55)
+            G, G_inv = (None if M is None else M.to(q.dtype) for M in (G, G_inv))
+            return merge_heads(fz.newton(q, k, T.view(-1), T_b.view(-1), G, G_inv, causal=mask is not None))
         if kernels.tiled(q):
             return merge_heads(self._fast(q, k, T, T_b, G, G_inv, mask))
         k_t = k.transpose(-1, -2)  # (B, H, d_h, N)

@@ -25,6 +25,7 @@ from energylab.forms import expressive as ea
 from energylab.forms import hyperspherical as hs
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
 from energylab.kernels import attention as fa
+from energylab.kernels import fused_attention as fz
 from energylab.kernels import hyperset_layer as hk
 from energylab.sphere import random_tokens
 
@@ -73,13 +74,14 @@ def _flex():
             (q, k, v), "cuda")
 
 
-def _hyperspherical(kernel, operator):
-    """The layer's tiled route, −(Σ_h y_h) W with y the kernel on RMS-normalised heads, against the operator."""
+def _hyperspherical(kernel, operator, heads: bool = False):
+    """The layer's tiled route, −(Σ_h y_h) W with y the kernel on RMS-normalised heads, against the operator
+    (``heads``: the kernel takes Z as (B, H, N, d_h), else as (B·H, N, d_h))."""
     x, W = _randn(4, 1, N, 6), _randn(5, 2, DH, 6) / math.sqrt(6)
 
     def fast(x, W):
         Z = hs.rms_normalize(hs.head_projections(x, W), 1e-6)  # (B, H, N, d_h)
-        Y = kernel(Z.flatten(0, 1), 0.7).view_as(Z)
+        Y = kernel(Z, 0.7) if heads else kernel(Z.flatten(0, 1), 0.7).view_as(Z)
         return -(Y.transpose(1, 2).flatten(-2) @ W.flatten(0, 1))
 
     return fast, lambda x, W: operator(x, W, 0.7, True, 1e-6), (x, W), "cpu"
@@ -104,6 +106,22 @@ def _newton():
 
     return (lambda q, k, T, T2, G: fa.newton_direction(q, k, T, T2, G, ridge_inverse(G, 1e-4)), reference,
             (q, k, T, T2, G), "cpu")
+
+
+def _fused_expressive():
+    q, k, v = (_randn(i, 1, BH, N, DH) for i in range(3))
+    mask = torch.ones(N, N, dtype=torch.bool).tril()
+    return (lambda q, k, v: fz.expressive(q, k, v, True, 0.6),
+            lambda q, k, v: ea.expressive_weights(0.6 * q @ k.mT, mask) @ v, (q, k, v), "cpu")
+
+
+def _fused_newton():
+    fast, reference, (q, k, T, T2, G), device = _newton()
+
+    def fused(q, k, T, T2, G):
+        return fz.newton(q[None], k[None], T.view(-1), T2.view(-1), G, ridge_inverse(G, 1e-4))[0]
+
+    return fused, reference, (q, k, T, T2, G), device
 
 
 def _sdpa():
@@ -146,6 +164,10 @@ CASES = {
     "fused-relu-feedforward": _relu_feedforward,
     "tiled-sigmoid": lambda: _hyperspherical(fa.sigmoid_attention, hs.sigmoid_attention_update),
     "tiled-newton": _newton,
+    "fused-expressive": _fused_expressive,
+    "fused-bisoftmax": lambda: _hyperspherical(fz.bisoftmax, hs.hyperset_attention_update, heads=True),
+    "fused-sigmoid": lambda: _hyperspherical(fz.sigmoid, hs.sigmoid_attention_update, heads=True),
+    "fused-newton": _fused_newton,
     "flex-expressive": _flex,
     "sdpa-softmax": _sdpa,
     "ensemble-compiled": _ensemble,

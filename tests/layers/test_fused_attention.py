@@ -1,0 +1,181 @@
+"""The C tile loops of energylab.kernels.fused_attention (issue 55) against the ATen tiled kernels and autograd.
+
+The tiled kernels are themselves checked against autograd through the catalog's formulas in float64
+(tests/layers/test_fast_attention.py); here each fused kernel must give their values (float64, to rounding), their
+gradients, and pass ``gradcheck``, with tiles of 3 query rows (so every kernel crosses tile borders), causal and
+not, on inputs that are strided views (the heads of a qkv projection, read in place). And: a pinned process keeps
+the ATen kernels, the numbers do not depend on the thread count, and a failed build warns once and falls back.
+"""
+import warnings
+
+import pytest
+import torch
+
+from energylab import kernels, portable
+from energylab.kernels import attention as fa
+from energylab.kernels import fused_attention as fz
+
+B, H, N, DH = 2, 3, 11, 5
+F64, F32 = torch.float64, torch.float32
+
+
+@pytest.fixture(autouse=True)
+def small_tiles(monkeypatch):
+    monkeypatch.setattr(fz, "TILE", 1)
+    monkeypatch.setattr(fz, "MIN_ROWS", 3)
+    assert fz.rows_per_tile(N) == 3  # tiles of 3, 3, 3, 2 rows
+
+
+def _randn(seed, *shape, dtype=F64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64).to(dtype)
+
+
+def _heads(seed, count, dtype=F64):
+    """``count`` (B, H, N, d_h) views of one (B, N, count·H·d_h) projection: strided, last dimension contiguous."""
+    x = _randn(seed, B, N, count * H * DH, dtype=dtype)
+    return [t.unflatten(-1, (H, DH)).transpose(1, 2) for t in x.chunk(count, -1)]
+
+
+def _flat(t):
+    return t.flatten(0, 1)
+
+
+def _per_bh(t):
+    return None if t is None else t.expand(B, *t.shape).flatten(0, 1)
+
+
+def _causal():
+    return torch.ones(N, N, dtype=torch.bool).tril()
+
+
+def _cases(dtype):
+    """name: (fused callable, tiled callable, inputs); both callables take the same inputs and give (B, H, N, d_h)."""
+    q, k, v = _heads(0, 3, dtype)
+    (z,) = _heads(1, 1, dtype)
+    T, T2 = (0.5 + _randn(i, H, dtype=dtype).abs() for i in (2, 3))
+    W = _randn(4, H, DH, DH, dtype=dtype)
+    G, G_inv = W @ W.mT + torch.eye(DH, dtype=dtype), _randn(5, H, DH, DH, dtype=dtype) / DH
+
+    def tiled_expressive(causal, scale):
+        return lambda q, k, v: fa.expressive_attention(_flat(q), _flat(k), _flat(v), _causal() if causal else None,
+                                                       scale).view(B, H, N, DH)
+
+    def tiled_newton(causal):
+        def run(q, k, T, T2, G=None, G_inv=None):
+            return fa.newton_direction(_flat(q), _flat(k), _per_bh(T.view(-1, 1, 1)), _per_bh(T2.view(-1, 1, 1)),
+                                       _per_bh(G), _per_bh(G_inv), _causal() if causal else None).view(B, H, N, DH)
+        return run
+
+    return {
+        "expressive": (lambda q, k, v: fz.expressive(q, k, v, False, 0.37), tiled_expressive(False, 0.37), (q, k, v)),
+        "expressive-causal": (lambda q, k, v: fz.expressive(q, k, v, True, 1.3), tiled_expressive(True, 1.3),
+                              (q, k, v)),
+        "sigmoid": (lambda z: fz.sigmoid(z, 0.7), lambda z: fa.sigmoid_attention(_flat(z), 0.7).view_as(z), (z,)),
+        "bisoftmax": (lambda z: fz.bisoftmax(z, 0.7), lambda z: fa.bisoftmax_attention(_flat(z), 0.7).view_as(z),
+                      (z,)),
+        "newton": (lambda *a: fz.newton(*a), tiled_newton(False), (q, k, T, T2, G, G_inv)),
+        "newton-identity-causal": (lambda q, k, T, T2: fz.newton(q, k, T, T2, causal=True), tiled_newton(True),
+                                   (q, k, T, T2)),
+    }
+
+
+def _value_and_grads(fn, inputs, weight):
+    inputs = [t.detach().clone().requires_grad_(True) for t in inputs]
+    y = fn(*inputs)
+    return y.detach(), torch.autograd.grad((y * weight.to(y.dtype)).sum(), inputs)
+
+
+def _rel(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+@pytest.mark.parametrize("name", list(_cases(F64)))
+def test_fused_equals_the_tiled_kernel_in_float64(name):
+    fused, tiled, inputs = _cases(F64)[name]
+    weight = _randn(9, B, H, N, DH)
+    y, grads = _value_and_grads(fused, inputs, weight)
+    y_ref, grads_ref = _value_and_grads(tiled, inputs, weight)
+    assert _rel(y, y_ref) < 1e-13
+    assert len(grads) == len(inputs)
+    for g, g_ref in zip(grads, grads_ref):
+        assert _rel(g, g_ref) < 1e-12
+
+
+@pytest.mark.parametrize("name", list(_cases(F64)))
+def test_fused_gradcheck(name):
+    fused, _, inputs = _cases(F64)[name]
+    assert torch.autograd.gradcheck(fused, [t.detach().clone().requires_grad_(True) for t in inputs])
+
+
+@pytest.mark.parametrize("name", list(_cases(F64)))
+def test_float32_within_the_fast_path_tolerance(name):
+    fused, _, inputs = _cases(F32)[name]
+    _, tiled, inputs64 = _cases(F64)[name]
+    weight = _randn(9, B, H, N, DH)
+    y, grads = _value_and_grads(fused, inputs, weight)
+    y_ref, grads_ref = _value_and_grads(tiled, inputs64, weight)
+    assert y.dtype == F32 and _rel(y, y_ref) < kernels.FAST_PATHS["fused-expressive"].tolerance[F32]
+    for g, g_ref in zip(grads, grads_ref):
+        assert _rel(g, g_ref) < 1e-4
+
+
+def test_expressive_zero_scores_give_zeros_not_nan():
+    q, k, v = _heads(0, 3)
+    q = torch.zeros_like(q).requires_grad_(True)
+    y = fz.expressive(q, k, v, False, 1.0)
+    assert torch.equal(y, torch.zeros_like(y))
+    (grad,) = torch.autograd.grad(y.sum(), q)
+    assert torch.isfinite(grad).all()
+
+
+def test_numbers_do_not_depend_on_the_thread_count():
+    q, k, v = (t.detach().requires_grad_(True) for t in _heads(0, 3, F32))
+    out = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)  # restored by conftest's torch_process_state
+        y = fz.expressive(q, k, v, True, 0.5)
+        out[threads] = (y.detach(), torch.autograd.grad(y.square().sum(), (q, k, v)))
+    assert torch.equal(out[1][0], out[2][0])
+    assert all(torch.equal(a, b) for a, b in zip(out[1][1], out[2][1]))
+
+
+def test_pinned_processes_keep_the_aten_tiled_kernels(monkeypatch):
+    """The book's pinned processes must not take the C loops (compiled for this processor's vector width)."""
+    x = torch.zeros(1, 2, 3)
+    monkeypatch.setattr(portable, "unpinned", lambda environ=None: [])
+    assert not fz.usable(x)
+    monkeypatch.setattr(portable, "unpinned", lambda environ=None: ["ATEN_CPU_CAPABILITY"])
+    assert fz.usable(x)
+    assert not fz.usable(x.half()) and not fz.usable(x.to("meta"))
+    with kernels.reference_paths():
+        assert not fz.usable(x)
+
+
+def test_compile_flags_follow_the_instruction_set_asked_for(monkeypatch):
+    monkeypatch.setattr(portable, "unpinned", lambda environ=None: ["OMP_NUM_THREADS"])
+    for capability, march in (("avx2", "-march=x86-64-v3"), ("avx512", "-march=x86-64-v4")):
+        monkeypatch.setenv("ATEN_CPU_CAPABILITY", capability)
+        assert march in fz.compile_flags() and "-march=native" not in fz.compile_flags()
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert "-march=native" in fz.compile_flags()
+
+
+def test_a_failed_build_warns_once_and_the_layer_runs_the_tiled_kernel(monkeypatch):
+    from energylab.layers import SigmoidAttention
+
+    def broken(dtype):
+        raise RuntimeError("cc failed: no such thing")
+
+    monkeypatch.setattr(fz, "library", broken)
+    monkeypatch.setattr(fz, "_FAILED", {})
+    monkeypatch.setattr(portable, "unpinned", lambda environ=None: ["OMP_NUM_THREADS"])
+    layer = SigmoidAttention(6, 2).double()
+    x = _randn(7, 1, N, 6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y, y_again = layer(x), layer(x)
+    said = [str(w.message) for w in caught if issubclass(w.category, kernels.FastPathWarning)]
+    assert len(said) == 1 and "cc failed" in said[0] and "fused-sigmoid" in said[0]
+    with kernels.reference_paths():
+        want = layer(x)
+    assert _rel(y, want) < 1e-13 and torch.equal(y, y_again)
