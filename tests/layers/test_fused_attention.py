@@ -179,3 +179,42 @@ def test_a_failed_build_warns_once_and_the_layer_runs_the_tiled_kernel(monkeypat
     with kernels.reference_paths():
         want = layer(x)
     assert _rel(y, want) < 1e-13 and torch.equal(y, y_again)
+
+
+@pytest.mark.parametrize("module, cls", [("hyperspherical", "BiSoftmaxAttention"),
+                                         ("hyperspherical", "SigmoidAttention"), ("expressive", "ExpressiveAttention"),
+                                         ("newton", "MHA2nd1st"), ("hyperset", "HyperSETLayer")])
+def test_each_layer_takes_the_c_loop_unpinned_with_the_same_numbers(monkeypatch, module, cls):
+    """Unpinned, the layers route through the C loops (a spy counts the calls), and their values and gradients
+    equal those of their pinned route (the ATen tiled kernels; Hyper-SET's one-exponential bi-softmax)."""
+    import importlib
+
+    layer_cls = getattr(importlib.import_module(f"energylab.layers.{module}"), cls)
+    torch.manual_seed(0)
+    layer = layer_cls(12, 3).double()
+    x = _randn(8, 2, N, 12).requires_grad_(True)
+    call = (lambda: layer(x, None, t=2, x0=x.detach())) if cls == "HyperSETLayer" else (lambda: layer(x))
+
+    def run(unpinned):
+        monkeypatch.setattr(portable, "unpinned", lambda environ=None: ["OMP_NUM_THREADS"] if unpinned else [])
+        layer.zero_grad()
+        y = call()
+        grads = torch.autograd.grad(y.square().sum(), [x, *layer.parameters()], allow_unused=True)
+        return y.detach(), grads
+
+    calls = []
+    for name in ("expressive", "sigmoid", "bisoftmax", "newton"):
+        original = getattr(fz, name)
+        monkeypatch.setattr(fz, name, lambda *a, _f=original, **k: calls.append(1) or _f(*a, **k))
+    if getattr(layer_cls, "_fused", None) is not None:  # the hyperspherical layers hold theirs as a class attribute
+        original = layer_cls._fused
+        monkeypatch.setattr(layer_cls, "_fused", staticmethod(lambda *a, _f=original: calls.append(1) or _f(*a)))
+    y_fused, g_fused = run(True)
+    assert calls, "the layer did not take the C loop"
+    calls.clear()
+    y_pinned, g_pinned = run(False)
+    assert not calls
+    assert _rel(y_fused, y_pinned) < 1e-12
+    for a, b in zip(g_fused, g_pinned):
+        if b is not None and b.norm() > 0:
+            assert _rel(a, b) < 1e-10
