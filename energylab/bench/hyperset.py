@@ -7,8 +7,9 @@ backward pass of the sum of its output, median over repeats, measured in alterna
 same run; the row reports the ratio (target: at most 1.1, issue 27). Run ``python -m energylab.bench hyperset``.
 
 The Hyper-SET layer runs two fast paths (:mod:`energylab.kernels`): the bi-softmax from one exponential (the score
-matrix is symmetric, so E = exp(S) serves the row and the column softmax) and the feedforward with its RMSNorm moved
-past the second product (ReLU commutes with a positive scale). What no kernel removes: the step-size network's
+matrix is symmetric, so E = exp(S) serves the row and the column softmax; outside pinned processes, as here, the C
+tile loop of :mod:`energylab.kernels.fused_attention` instead) and the feedforward with its RMSNorm moved past the
+second product (ReLU commutes with a positive scale). What no kernel removes: the step-size network's
 d → 2d map on every token at every iteration, which the Transformer block does not have.
 """
 from __future__ import annotations

@@ -183,8 +183,33 @@ def _threads_setter():
 
 
 @functools.cache
-def _pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+def _pool(workers: int, pid: int) -> concurrent.futures.ThreadPoolExecutor:
+    """A pool per process (``pid``): a forked child inherits the parent's pool object but none of its threads."""
     return concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="energylab-fused")
+
+
+def _same_kind(**tensors) -> None:
+    """The C code reads every tensor as the first one's dtype, on the CPU: anything else is refused, not misread."""
+    given = {k: t for k, t in tensors.items() if t is not None}
+    first_name, first = next(iter(given.items()))
+    for name, t in given.items():
+        if t.dtype != first.dtype or t.device.type != "cpu" or t.dtype not in _DTYPES:
+            raise ValueError(f"the fused kernels take float32 or float64 CPU tensors of one dtype; {name} is "
+                             f"{t.dtype} on {t.device}, {first_name} {first.dtype} on {first.device}")
+
+
+def _shapes(heads: dict, per_head: dict | None = None) -> None:
+    """Every tensor of ``heads`` (B, H, N, d_h), all of one shape; ``per_head``: name -> (tensor or None, the shape
+    it must have). The C code trusts these sizes, so a wrong one is refused here rather than read out of bounds."""
+    (first_name, first), *_ = heads.items()
+    if first.dim() != 4:
+        raise ValueError(f"{first_name} must be (B, H, N, d_h), got shape {tuple(first.shape)}")
+    for name, t in heads.items():
+        if t.shape != first.shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}, {first_name} {tuple(first.shape)}; they must match")
+    for name, (t, shape) in (per_head or {}).items():
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {tuple(t.shape)}")
 
 
 def _launch(name: str, dtype: torch.dtype, shape, args, work_numel: int) -> None:
@@ -216,7 +241,7 @@ def _launch(name: str, dtype: torch.dtype, shape, args, work_numel: int) -> None
                 setter(previous)
 
     cuts = [B * i // workers for i in range(workers + 1)]
-    list(_pool(workers).map(one_gemm_thread, zip(cuts[:-1], cuts[1:])))
+    list(_pool(workers, os.getpid()).map(one_gemm_thread, zip(cuts[:-1], cuts[1:])))
 
 
 class _Expressive(torch.autograd.Function):
@@ -343,20 +368,29 @@ def newton(q, k, T, T2, G=None, G_inv=None, causal: bool = False):
     """MHA2nd1st's per-head direction (q − k̄) + b (:func:`energylab.kernels.attention.newton_direction`): q, k
     (B, H, N, d_h) in float32 or float64 on the CPU, any strides; T, T2 (H,) temperatures; G, G_inv (H, d_h, d_h)
     or None (the identity); causal or no mask -> (B, H, N, d_h) contiguous, with gradients for every tensor."""
+    _same_kind(q=q, k=k, T=T, T2=T2, G=G, G_inv=G_inv)
+    H, dh = q.shape[1], q.shape[-1]
+    _shapes({"q": q, "k": k}, {"T": (T, (H,)), "T2": (T2, (H,)), "G": (G, (H, dh, dh)), "G_inv": (G_inv, (H, dh, dh))})
     return _Newton.apply(q, k, T, T2, G, G_inv, bool(causal))
 
 
 def expressive(q, k, v, causal: bool, scale: float):
     """EA's Σ_k a_mk v_k with a = expressive_weights(scale · q kᵀ) (causal: the lower triangle), q, k, v
     (B, H, N, d_h) in float32 or float64 on the CPU, any strides -> (B, H, N, d_h) contiguous."""
+    _same_kind(q=q, k=k, v=v)
+    _shapes({"q": q, "k": k, "v": v})
     return _Expressive.apply(q, k, v, bool(causal), float(scale))
 
 
 def sigmoid(z, beta: float):
     """σ'(β Z Zᵀ) Z per head, z (B, H, N, d_h) -> (B, H, N, d_h) (as :func:`attention.sigmoid_attention`)."""
+    _same_kind(z=z)
+    _shapes({"z": z})
     return _Sigmoid.apply(z, float(beta))
 
 
 def bisoftmax(z, beta: float):
     """(A + Aᵀ) Z, A = softmax_row(β Z Zᵀ) per head, z (B, H, N, d_h) -> (B, H, N, d_h)."""
+    _same_kind(z=z)
+    _shapes({"z": z})
     return _BiSoftmax.apply(z, float(beta))

@@ -218,3 +218,17 @@ def test_each_layer_takes_the_c_loop_unpinned_with_the_same_numbers(monkeypatch,
     for a, b in zip(g_fused, g_pinned):
         if b is not None and b.norm() > 0:
             assert _rel(a, b) < 1e-10
+
+
+def test_bad_inputs_are_refused_before_the_c_code_reads_them():
+    q, k, v = _heads(0, 3)
+    with pytest.raises(ValueError, match="one dtype"):
+        fz.expressive(q, k.float(), v, False, 1.0)
+    with pytest.raises(ValueError, match="must match"):
+        fz.expressive(q, k[:, :, :5], v, False, 1.0)
+    with pytest.raises(ValueError, match=r"\(B, H, N, d_h\)"):
+        fz.sigmoid(q[0], 1.0)
+    with pytest.raises(ValueError, match="T must have shape"):
+        fz.newton(q, k, torch.ones(H + 1, dtype=F64), torch.ones(H, dtype=F64))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        fz.bisoftmax(q.half(), 1.0)
