@@ -1,7 +1,7 @@
 """Inputs shared by the tests of the forms and of the checks (issue 13): seeded float64 draws, the tensors that the
 bad-input probes call the forms with, and a catalog form's sample; and :func:`script`, a file of scripts/ loaded as a
-module; and an independent Sudoku solution counter (:func:`brute_count`). Imported as ``tests.probes``; not a test
-file."""
+module; an independent Sudoku solution counter (:func:`brute_count`); and :func:`value_and_grads`, a function's value
+and input gradients (the kernels' tests). Imported as ``tests.probes``; not a test file."""
 import importlib.util
 import pathlib
 
@@ -28,6 +28,13 @@ def gen(seed):
 
 def rel(a, b):
     return float((a - b).norm() / b.norm())
+
+
+def value_and_grads(fn, inputs, weight):
+    """fn(*inputs) (detached) and the gradients of Σ fn(*inputs) ⊙ weight with respect to every input."""
+    inputs = [t.detach().clone().requires_grad_(True) for t in inputs]
+    y = fn(*inputs)
+    return y.detach(), torch.autograd.grad((y * weight.to(y.dtype)).sum(), inputs)
 
 
 def randn(*shape, seed=0, dtype=F64):

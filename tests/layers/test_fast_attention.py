@@ -12,6 +12,7 @@ from energylab import layers as M
 from energylab.forms import expressive as ea
 from energylab.forms.newton import newton_first_order_direction, ridge_inverse
 from energylab.kernels import attention as fa
+from tests.probes import rel, value_and_grads
 
 BH, N, DH = 6, 11, 5
 F64 = torch.float64
@@ -74,26 +75,16 @@ def _cases(dtype):
     }
 
 
-def _value_and_grads(fn, inputs, weight):
-    inputs = [t.detach().clone().requires_grad_(True) for t in inputs]
-    y = fn(*inputs)
-    return y.detach(), torch.autograd.grad((y * weight.to(y.dtype)).sum(), inputs)
-
-
-def _rel(a, b):
-    return float((a.double() - b.double()).norm() / b.double().norm())
-
-
 def _check_against_float64_autograd(name, dtype, value_tol, grad_tol):
     """The kernel on ``dtype`` inputs against autograd through the reference formula in float64."""
     fast, _, inputs = _cases(dtype)[name]
     _, reference, inputs64 = _cases(F64)[name]
     weight = _randn(9, BH, N, DH)
-    y, grads = _value_and_grads(fast, inputs, weight)
-    y_ref, grads_ref = _value_and_grads(reference, inputs64, weight)
-    assert _rel(y, y_ref) < value_tol
+    y, grads = value_and_grads(fast, inputs, weight)
+    y_ref, grads_ref = value_and_grads(reference, inputs64, weight)
+    assert rel(y, y_ref) < value_tol
     for g, g_ref in zip(grads, grads_ref):
-        assert _rel(g, g_ref) < grad_tol
+        assert rel(g, g_ref) < grad_tol
 
 
 @pytest.mark.parametrize("name", list(_cases(F64)))
@@ -128,7 +119,7 @@ def test_flex_route_equals_the_kernel():
         with torch.no_grad():
             flex = fa.flex_expressive_attention(q, k, v, causal, scale=0.5, compiled=False)
         tiled = fa.expressive_attention(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), mask, scale=0.5)
-        assert _rel(flex, tiled.view_as(flex)) < 1e-12
+        assert rel(flex, tiled.view_as(flex)) < 1e-12
 
 
 def _saved_bytes(fn, *inputs):

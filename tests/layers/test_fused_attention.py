@@ -14,6 +14,7 @@ import torch
 from energylab import kernels, portable
 from energylab.kernels import attention as fa
 from energylab.kernels import fused_attention as fz
+from tests.probes import rel, value_and_grads
 
 B, H, N, DH = 2, 3, 11, 5
 F64, F32 = torch.float64, torch.float32
@@ -79,26 +80,16 @@ def _cases(dtype):
     }
 
 
-def _value_and_grads(fn, inputs, weight):
-    inputs = [t.detach().clone().requires_grad_(True) for t in inputs]
-    y = fn(*inputs)
-    return y.detach(), torch.autograd.grad((y * weight.to(y.dtype)).sum(), inputs)
-
-
-def _rel(a, b):
-    return float((a.double() - b.double()).norm() / b.double().norm())
-
-
 @pytest.mark.parametrize("name", list(_cases(F64)))
 def test_fused_equals_the_tiled_kernel_in_float64(name):
     fused, tiled, inputs = _cases(F64)[name]
     weight = _randn(9, B, H, N, DH)
-    y, grads = _value_and_grads(fused, inputs, weight)
-    y_ref, grads_ref = _value_and_grads(tiled, inputs, weight)
-    assert _rel(y, y_ref) < 1e-13
+    y, grads = value_and_grads(fused, inputs, weight)
+    y_ref, grads_ref = value_and_grads(tiled, inputs, weight)
+    assert rel(y, y_ref) < 1e-13
     assert len(grads) == len(inputs)
     for g, g_ref in zip(grads, grads_ref):
-        assert _rel(g, g_ref) < 1e-12
+        assert rel(g, g_ref) < 1e-12
 
 
 @pytest.mark.parametrize("name", list(_cases(F64)))
@@ -112,11 +103,11 @@ def test_float32_within_the_fast_path_tolerance(name):
     fused, _, inputs = _cases(F32)[name]
     _, tiled, inputs64 = _cases(F64)[name]
     weight = _randn(9, B, H, N, DH)
-    y, grads = _value_and_grads(fused, inputs, weight)
-    y_ref, grads_ref = _value_and_grads(tiled, inputs64, weight)
-    assert y.dtype == F32 and _rel(y, y_ref) < kernels.FAST_PATHS["fused-expressive"].tolerance[F32]
+    y, grads = value_and_grads(fused, inputs, weight)
+    y_ref, grads_ref = value_and_grads(tiled, inputs64, weight)
+    assert y.dtype == F32 and rel(y, y_ref) < kernels.FAST_PATHS["fused-expressive"].tolerance[F32]
     for g, g_ref in zip(grads, grads_ref):
-        assert _rel(g, g_ref) < 1e-4
+        assert rel(g, g_ref) < 1e-4
 
 
 def test_expressive_zero_scores_give_zeros_not_nan():
@@ -178,7 +169,7 @@ def test_a_failed_build_warns_once_and_the_layer_runs_the_tiled_kernel(monkeypat
     assert len(said) == 1 and "cc failed" in said[0] and "fused-sigmoid" in said[0]
     with kernels.reference_paths():
         want = layer(x)
-    assert _rel(y, want) < 1e-13 and torch.equal(y, y_again)
+    assert rel(y, want) < 1e-13 and torch.equal(y, y_again)
 
 
 @pytest.mark.parametrize("module, cls", [("hyperspherical", "BiSoftmaxAttention"),
@@ -214,10 +205,10 @@ def test_each_layer_takes_the_c_loop_unpinned_with_the_same_numbers(monkeypatch,
     calls.clear()
     y_pinned, g_pinned = run(False)
     assert not calls
-    assert _rel(y_fused, y_pinned) < 1e-12
+    assert rel(y_fused, y_pinned) < 1e-12
     for a, b in zip(g_fused, g_pinned):
         if b is not None and b.norm() > 0:
-            assert _rel(a, b) < 1e-10
+            assert rel(a, b) < 1e-10
 
 
 def test_bad_inputs_are_refused_before_the_c_code_reads_them():
