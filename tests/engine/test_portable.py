@@ -223,3 +223,26 @@ def test_the_c_sphere_kernel_is_built_for_the_x86_64_baseline_in_pinned_processe
     env = {k: v for k, v in __import__("os").environ.items() if k not in portable.PINNED_ENV}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env)
     assert out.stdout.strip() == "True"  # a reader's process keeps -march=native
+
+
+def test_the_c_sphere_kernel_built_for_this_processor_and_for_avx2_gives_the_reference_flow():
+    """Unpinned, the symmetric kernel is built with -march=native (or AVX2 code) and -fno-trapping-math, which
+    vectorises USA's clamped exponential; its flow must still be the float64 reference flow to float32 rounding."""
+    code = """
+import torch
+from energylab.flows import FlowConfig, preset_weights, simulate
+from energylab.sphere import random_tokens
+x = random_tokens(1, 300, 3, seed=0)
+err = 0.0
+for normalized in (True, False):
+    cfg = dict(beta=1.0, normalized=normalized, step=0.01, steps=50)
+    a = simulate(x.float(), preset_weights("identity", 3, dtype=torch.float32), FlowConfig(**cfg, fused=True)).x[-1]
+    b = simulate(x, preset_weights("identity", 3), FlowConfig(**cfg)).x[-1]
+    err = max(err, float((a.double() - b).abs().max()))
+print(err)
+"""
+    base = {k: v for k, v in __import__("os").environ.items() if k not in portable.PINNED_ENV}
+    for extra in ({}, {"ATEN_CPU_CAPABILITY": "avx2"}):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                             env={**base, **extra})
+        assert float(out.stdout.strip()) < 1e-5, (extra, out.stdout)

@@ -143,12 +143,19 @@ def test_pinned_processes_keep_the_aten_tiled_kernels(monkeypatch):
 
 
 def test_compile_flags_follow_the_instruction_set_asked_for(monkeypatch):
+    """Both C kernels (these and the sphere flows') are built for the instruction set a bench run asks for."""
+    from energylab.kernels import sphere_symmetric
+
     monkeypatch.setattr(portable, "unpinned", lambda environ=None: ["OMP_NUM_THREADS"])
     for capability, march in (("avx2", "-march=x86-64-v3"), ("avx512", "-march=x86-64-v4")):
         monkeypatch.setenv("ATEN_CPU_CAPABILITY", capability)
-        assert march in fz.compile_flags() and "-march=native" not in fz.compile_flags()
+        for flags in (fz.compile_flags(), sphere_symmetric.flags()):
+            assert march in flags and "-march=native" not in flags and "-fno-trapping-math" in flags
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
-    assert "-march=native" in fz.compile_flags()
+    assert "-march=native" in fz.compile_flags() and sphere_symmetric.flags() == sphere_symmetric.FLAGS
+    monkeypatch.setattr(portable, "unpinned", lambda environ=None: [])  # pinned: the baseline, whatever is asked
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert sphere_symmetric.flags() == sphere_symmetric.PINNED_FLAGS
 
 
 def test_a_failed_build_warns_once_and_the_layer_runs_the_tiled_kernel(monkeypatch):
