@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.capability and os.environ.get("ATEN_CPU_CAPABILITY") != args.capability:
         # ATen chose its kernels at the first CPU op of this process: measure in a fresh one
-        env = {**os.environ, "ATEN_CPU_CAPABILITY": args.capability}
+        from energylab import kernels
+
+        env = {**os.environ, "ATEN_CPU_CAPABILITY": args.capability,
+               "TORCHINDUCTOR_CACHE_DIR": kernels.inductor_cache_dir(args.capability)}  # see there
         own = sys.argv[1:] if argv is None else list(argv)
         return subprocess.run([sys.executable, "-m", "energylab.bench", *own], env=env).returncode
     unknown = [s for s in args.sections if s not in SECTIONS]

@@ -99,11 +99,13 @@ def test_bench_capability_restarts_with_the_instruction_set_and_names_the_file(m
     calls = []
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     with monkeypatch.context() as m:
-        m.setattr(bench_main.subprocess, "run", lambda cmd, env: calls.append((cmd, env["ATEN_CPU_CAPABILITY"]))
-                  or type("Done", (), {"returncode": 3})())
+        m.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+        m.setattr(bench_main.subprocess, "run", lambda cmd, env: calls.append(
+            (cmd, env["ATEN_CPU_CAPABILITY"], env["TORCHINDUCTOR_CACHE_DIR"])) or type("Done", (), {"returncode": 3})())
         assert bench_main.main(["attention", "--capability", "avx2"]) == 3  # the fresh process's exit code
+    # with its own compiled-kernel cache: inductor's is not keyed on the instruction set
     assert calls == [([bench_main.sys.executable, "-m", "energylab.bench", "attention", "--capability", "avx2"],
-                      "avx2")]
+                      "avx2", str(tmp_path / "inductor") + "-avx2")]
     # inside that process (the variable set): it measures, and commits under the processor and instruction set
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     monkeypatch.setattr(committed, "ROOT", str(tmp_path))

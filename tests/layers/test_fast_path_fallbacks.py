@@ -168,6 +168,23 @@ def test_cache_problem_names_the_folder(monkeypatch, tmp_path):
         assert kernels.unsupported("sphere-fused", torch.zeros(1)) is None
 
 
+def test_compiled_kernels_are_cached_per_instruction_set(monkeypatch, tmp_path):
+    """Inductor's cache is not keyed on ATEN_CPU_CAPABILITY (a pinned run's scalar kernels were reused unpinned, an
+    AVX2 run's crashed an AVX-512 one): each instruction set gets its own folder, unless the user named one."""
+    capability = torch.backends.cpu.get_cpu_capability().lower()
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    kernels.use_capability_cache()
+    chosen = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert chosen.endswith(f"-{capability}") and "torchinductor" in chosen
+    assert kernels.inductor_cache_dir("avx2") == chosen + "-avx2"  # the variable is set now: a folder beside it
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    kernels.use_capability_cache()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")  # the user's folder is kept
+    assert kernels.inductor_cache_dir("avx2") == str(tmp_path / "mine") + "-avx2"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    assert kernels.cache_problem() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"].endswith(f"-{capability}")
+
+
 def test_flex_route_falls_back_to_the_tiled_kernel_once(monkeypatch):
     """ExpressiveAttention's CUDA route when flex cannot be built: one warning, then the tiled kernel's numbers
     (the row's device list is widened to the CPU so that the route is taken here)."""
