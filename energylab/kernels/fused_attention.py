@@ -29,8 +29,6 @@ import ctypes
 import functools
 import os
 import platform
-import subprocess
-import tempfile
 
 import torch
 
@@ -52,12 +50,17 @@ def rows_per_tile(n: int) -> int:
 
 
 @functools.cache
+def _libtorch() -> ctypes.CDLL:
+    """libtorch_cpu, already loaded by torch: the BLAS (MKL) that torch links lives in it."""
+    return ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+
+
+@functools.cache
 def gemm_address(dtype: torch.dtype) -> int:
     """The address of the BLAS gemm PyTorch links (``sgemm_`` or ``dgemm_`` in libtorch_cpu); raises if absent."""
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
     name = _DTYPES[dtype][1]
     try:
-        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        return ctypes.cast(getattr(_libtorch(), name), ctypes.c_void_p).value
     except AttributeError:
         raise RuntimeError(f"this PyTorch build exports no {name} (no MKL)") from None
 
@@ -102,18 +105,8 @@ def compile_flags() -> tuple[str, ...]:
 @functools.cache
 def library(dtype: torch.dtype) -> ctypes.CDLL:
     """The compiled kernels for ``dtype`` (once per process, about a second); raises if they cannot be built."""
-    cc = sphere_symmetric.compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler found (set CC)")
     gemm_address(dtype)  # no BLAS: nothing to build
-    with tempfile.TemporaryDirectory(prefix="energylab-") as tmp:
-        src, lib = os.path.join(tmp, "fused_attention.c"), os.path.join(tmp, "fused_attention.so")
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(c_source(dtype))
-        done = subprocess.run([cc, *compile_flags(), src, "-o", lib, "-lm"], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"{cc} failed: {done.stderr.strip()[:500]}")
-        loaded = ctypes.CDLL(lib)
+    loaded = sphere_symmetric.build(c_source(dtype), compile_flags())
     real = _DTYPES[dtype][2]
     for name, args in _SIGNATURES.items():
         fn = getattr(loaded, name)
@@ -168,8 +161,7 @@ def _head_views(*ts):
 @functools.cache
 def _threads_setter():
     """MKL's ``MKL_Set_Num_Threads_Local`` (this thread's gemm threads), or None where libtorch_cpu has none."""
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-    fn = getattr(lib, "MKL_Set_Num_Threads_Local", None)  # the C entry (the lowercase one is Fortran)
+    fn = getattr(_libtorch(), "MKL_Set_Num_Threads_Local", None)  # the C entry (the lowercase one is Fortran)
     if fn is not None:
         fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
     return fn

@@ -272,20 +272,26 @@ def compiler() -> str | None:
     return None
 
 
-@functools.cache
-def library(d: int, dtype: torch.dtype) -> ctypes.CDLL:
-    """``euler_steps`` for dimension d and ``dtype``, compiled once per process (about 0.5 s); raises if it cannot."""
+def build(source: str, compile_flags: tuple[str, ...]) -> ctypes.CDLL:
+    """C ``source`` compiled with ``compile_flags`` into a shared library in a temporary folder, and loaded (the
+    file may go once loaded); raises RuntimeError without a compiler or when it fails. The C kernels' one build."""
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler found (set CC)")
     with tempfile.TemporaryDirectory(prefix="energylab-") as tmp:
-        src, lib = os.path.join(tmp, "flow.c"), os.path.join(tmp, "flow.so")
+        src, lib = os.path.join(tmp, "kernel.c"), os.path.join(tmp, "kernel.so")
         with open(src, "w", encoding="utf-8") as f:
-            f.write(c_source(d, dtype))
-        done = subprocess.run([cc, *flags(), src, "-o", lib, "-lm"], capture_output=True, text=True)
+            f.write(source)
+        done = subprocess.run([cc, *compile_flags, src, "-o", lib, "-lm"], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{cc} failed: {done.stderr.strip()[:500]}")
-        loaded = ctypes.CDLL(lib)  # loaded: the file may go
+        return ctypes.CDLL(lib)
+
+
+@functools.cache
+def library(d: int, dtype: torch.dtype) -> ctypes.CDLL:
+    """``euler_steps`` for dimension d and ``dtype``, compiled once per process (about 0.5 s); raises if it cannot."""
+    loaded = build(c_source(d, dtype), flags())
     real = ctypes.c_float if dtype == torch.float32 else ctypes.c_double
     # euler_steps(batch, n, heads, dh, steps, x, A, V, Q, K, beta, h, normalized, work)
     loaded.euler_steps.argtypes = [ctypes.c_int] * 5 + [ctypes.c_void_p] * 5 + [real, real, ctypes.c_int,
@@ -323,4 +329,4 @@ def stepper(x0: torch.Tensor, A: torch.Tensor, V: torch.Tensor, Q: torch.Tensor,
 
 
 __all__ = ["ROWS", "SYMMETRY_TOL", "FLAGS", "PINNED_FLAGS", "MARCH", "flags", "symmetric_scores", "exp2_functions",
-           "c_source", "compiler", "library", "stepper"]
+           "c_source", "compiler", "build", "library", "stepper"]
