@@ -17,6 +17,7 @@
 typedef void (*gemm_fn)(const char*, const char*, const int*, const int*, const int*, const real*, const real*,
                         const int*, const real*, const int*, const real*, real*, const int*);
 typedef int (*threads_fn)(int);
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 /* row-major C (m, n) = alpha op(A) op(B) + beta C through the column-major BLAS: Cᵀ = op(B)ᵀ op(A)ᵀ */
 static void mm(gemm_fn gemm, int ta, int tb, int m, int n, int k, real alpha, const real* a, long lda,
@@ -33,7 +34,6 @@ static void mm(gemm_fn gemm, int ta, int tb, int m, int n, int k, real alpha, co
 }
 
 #define AT(p, s, bb, hh) ((p) + (long)(bb) * (s)[0] + (long)(hh) * (s)[1])
-#define MIN(a, b) ((a) < (b) ? (a) : (b))
 static const real LOG2E = (real)1.4426950408889634;
 
 /* ----------------------------------------------------------------------------- expressive attention (paper 001)
@@ -194,13 +194,50 @@ static void softmax_rows(int R, int n, real* S, int causal, int r0) {
     }
 }
 
+/* The whole symmetric score matrix S (N, N) to Aᵀ, A = softmax_row(S): row i's max and sum are column i's, so
+ * the passes run along the rows of memory, a vector of columns at a time, with no horizontal reduction per row
+ * (at N = 16 those had cost more than the matrix products). mx, sum: N reals of scratch. */
+static void softmax_cols(int N, real* S, real* mx, real* sum) {
+    memcpy(mx, S, sizeof(real) * N);
+    for (int i = 1; i < N; i++) {
+        const real* s = S + (long)i * N;
+#pragma omp simd
+        for (int j = 0; j < N; j++) mx[j] = s[j] > mx[j] ? s[j] : mx[j];
+    }
+    memset(sum, 0, sizeof(real) * N);
+    for (int i = 0; i < N; i++) {
+        real* s = S + (long)i * N;
+#pragma omp simd
+        for (int j = 0; j < N; j++) {
+            real e = exp2_any((s[j] - mx[j]) * LOG2E);
+            s[j] = e;
+            sum[j] += e;
+        }
+    }
+    for (int j = 0; j < N; j++) sum[j] = 1 / sum[j];
+    for (int i = 0; i < N; i++) {
+        real* s = S + (long)i * N;
+#pragma omp simd
+        for (int j = 0; j < N; j++) s[j] *= sum[j];
+    }
+}
+
 void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
                        real* y, real* az, real* work) {
+    real mx[rows >= N ? N : 1], sum[rows >= N ? N : 1];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real* Z = AT(z, sz, b, h);
             long o = ((long)b * H + h) * N * dh;
             real *Y = y + o, *AZ = az + o;
+            if (rows >= N) {  /* one tile: work = Aᵀ, A Z = (Aᵀ)ᵀ Z and Aᵀ Z */
+                mm(gemm, 0, 1, N, N, dh, beta, Z, sz[2], Z, sz[2], 0, work, N);
+                softmax_cols(N, work, mx, sum);
+                mm(gemm, 1, 0, N, dh, N, 1, work, N, Z, sz[2], 0, AZ, dh);
+                mm(gemm, 0, 0, N, dh, N, 1, work, N, Z, sz[2], 0, Y, dh);
+                for (long j = 0; j < (long)N * dh; j++) Y[j] += AZ[j];
+                continue;
+            }
             memset(Y, 0, sizeof(real) * N * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
@@ -217,12 +254,38 @@ void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int
 void bisoftmax_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
                         const real* az, const real* g, const long* sg, real* dz, real* work) {
     real *A = work, *D = work + (long)rows * N, *AG = D + (long)rows * N, *delta = AG + (long)rows * dh;
+    real mx[rows >= N ? N : 1], sum[rows >= N ? N : 1];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real *Z = AT(z, sz, b, h), *Gr = AT(g, sg, b, h);
             long o = ((long)b * H + h) * N * dh;
             const real* AZ = az + o;
             real* dZ = dz + o;
+            if (rows >= N) {  /* one tile, with A's transpose At = Aᵀ (see the forward) and Dᵀ in D */
+                real* At = A;
+                mm(gemm, 0, 1, N, N, dh, beta, Z, sz[2], Z, sz[2], 0, At, N);
+                softmax_cols(N, At, mx, sum);
+                mm(gemm, 1, 0, N, dh, N, 1, At, N, Gr, sg[2], 0, AG, dh);  /* A G */
+                mm(gemm, 0, 0, N, dh, N, 1, At, N, Gr, sg[2], 0, dZ, dh);  /* Aᵀ G */
+                for (int i = 0; i < N; i++) {
+                    real d = 0;
+                    for (int c = 0; c < dh; c++)
+                        d += Gr[(long)i * sg[2] + c] * AZ[(long)i * dh + c] + Z[(long)i * sz[2] + c] * AG[i * dh + c];
+                    delta[i] = d;
+                }
+                /* Dᵀ_ij = Aᵀ_ij (M_ij − δ_j) with M = G Zᵀ + Z Gᵀ symmetric */
+                mm(gemm, 0, 1, N, N, dh, 1, Gr, sg[2], Z, sz[2], 0, D, N);
+                mm(gemm, 0, 1, N, N, dh, 1, Z, sz[2], Gr, sg[2], 1, D, N);
+                for (int i = 0; i < N; i++) {
+                    real *d = D + (long)i * N, *a = At + (long)i * N;
+#pragma omp simd
+                    for (int j = 0; j < N; j++) d[j] = (d[j] - delta[j]) * a[j];
+                }
+                for (long j = 0; j < (long)N * dh; j++) dZ[j] += AG[j];
+                mm(gemm, 0, 0, N, dh, N, beta, D, N, Z, sz[2], 1, dZ, dh);
+                mm(gemm, 1, 0, N, dh, N, beta, D, N, Z, sz[2], 1, dZ, dh);
+                continue;
+            }
             memset(dZ, 0, sizeof(real) * N * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);

@@ -99,7 +99,10 @@ class _ReluSphereFeedforward(torch.autograd.Function):
         d, M = D.shape
         gp = grad * rho
         drho = (grad * p).sum(-1, keepdim=True)
-        dh = torch.ops.aten.threshold_backward(gp @ D, h, 0).addcmul_(h, drho * rho.pow(3), value=-1 / M)
+        dh = gp @ D
+        # in place: a fresh (B, N, M) tensor cost more than the pass itself (one Hyper-SET iteration 3% faster)
+        torch.ops.aten.threshold_backward.grad_input(dh, h, 0, grad_input=dh)
+        dh.addcmul_(h, drho * rho.pow(3), value=-1 / M)
         dD = torch.addmm(x.reshape(-1, d).T @ dh.reshape(-1, M), gp.reshape(-1, d).T, a.reshape(-1, M))
         return (dh @ D.T).to(x_in.dtype), dD.to(D_in.dtype), None
 

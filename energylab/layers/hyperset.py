@@ -210,14 +210,16 @@ class HyperSETLayer(nn.Module):
         fast = self.gains is None and self.attention == "bisoftmax" and kernels.enabled()
         if self.gains is None and not fast:
             return ATTENTION_OPERATORS[self.attention](x, W, self.beta, rms=True, eps=self.eps)
-        z = self.projections(x, W)
         if fast:  # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
-            q = _rms(z, None, self.eps)
+            # normalised in the projection's own layout (B, N, H, d_h), then viewed per head: no copy
+            B, N, _ = x.shape
+            q = _rms((x @ W.flatten(0, 1).T).view(B, N, self.heads, self.head_dim), None, self.eps).transpose(1, 2)
             if fz.usable(q, "fused-bisoftmax"):  # outside pinned processes: the C tile loop, faster still (issue 55)
-                y = fz.bisoftmax(q, self.beta)
+                y = fz.bisoftmax(q, self.beta)  # reads q through its strides
             else:
-                y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view_as(q)
+                y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view(q.shape)
         else:  # gains: query, key and value each with its own
+            z = self.projections(x, W)
             q, k, v = (_rms(z, g, self.eps) for g in self.gains.unbind(0))
             if self.attention == "linear":  # Φ'(q) ⊙ β Φ(q) (Φ(k)ᵀ Φ(v)), Φ = σ: linear in N
                 pq = torch.sigmoid(q)
@@ -228,7 +230,8 @@ class HyperSETLayer(nn.Module):
             else:
                 sig = torch.sigmoid(self.beta * q @ k.transpose(-1, -2))
                 y = (sig * (1 - sig)) @ v
-        return -(y.transpose(1, 2).reshape(x.shape) @ W.flatten(0, 1))
+        # the sign rides on the (d, d) weight, not on the (B, N, d) update (exact: negation commutes with rounding)
+        return y.transpose(1, 2).reshape(x.shape) @ -W.flatten(0, 1)
 
     def feedforward_update(self, x: torch.Tensor, t: int | None = None) -> torch.Tensor:
         """−∇E_FF at the normalised hidden units: D φ(RMSNorm(Dᵀx)) (catalog sign). (B, N, d) -> (B, N, d). Without

@@ -92,6 +92,20 @@ def test_fused_equals_the_tiled_kernel_in_float64(name):
         assert rel(g, g_ref) < 1e-12
 
 
+@pytest.mark.parametrize("n", [1, 2, N])
+def test_bisoftmax_in_one_tile_equals_the_tiled_kernel(monkeypatch, n):
+    """With all N rows in one tile the C loop takes its other route (the softmax passes along the columns of the
+    symmetric scores, giving Aᵀ): same values and gradients, and gradcheck."""
+    monkeypatch.setattr(fz, "TILE", 2**17)
+    assert fz.rows_per_tile(n) >= n
+    (z,) = (t[:, :, :n] for t in _heads(1, 1))
+    weight = _randn(9, B, H, n, DH)
+    y, (g,) = value_and_grads(lambda z: fz.bisoftmax(z, 0.7), (z,), weight)
+    y_ref, (g_ref,) = value_and_grads(lambda z: fa.bisoftmax_attention(_flat(z), 0.7).view_as(z), (z,), weight)
+    assert rel(y, y_ref) < 1e-13 and rel(g, g_ref) < 1e-12
+    assert torch.autograd.gradcheck(lambda z: fz.bisoftmax(z, 0.7), [z.detach().clone().requires_grad_(True)])
+
+
 @pytest.mark.parametrize("name", list(_cases(F64)))
 def test_fused_gradcheck(name):
     fused, _, inputs = _cases(F64)[name]
