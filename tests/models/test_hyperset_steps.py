@@ -103,3 +103,21 @@ def test_looped_sudoku_model_passes_x0_and_the_image_model_conditions_on_xt():
     model = LoopedModel(LoopedConfig(size=4, dim=16, heads=4, layer="hyperset"))
     assert model.layer.condition == "x0"
     assert HyperSET(4, 16, 10, dim=16, heads=4).layer.condition == "xt"
+
+
+def test_the_shared_step_embedding_is_the_computed_one_and_survives_inference_mode():
+    """sin_e(t) is made once per (t, width, dtype, device): the same bits as computing it, and first made under
+    torch.inference_mode (an evaluation) it must still serve a training step's backward afterwards."""
+    from energylab.layers import hyperset as hs_layer
+
+    hs_layer._cached_embedding.cache_clear()
+    torch.manual_seed(0)
+    layer = HyperSETLayer(16, 4)
+    x = torch.randn(2, 5, 16)
+    with torch.inference_mode():
+        layer(x, None, t=11, x0=x)
+    e = hs_layer._step_embedding(11, layer.steps.time_dim, torch.float32, x.device)
+    assert not e.is_inference()
+    assert torch.equal(e, hs_layer.sinusoidal_embedding(torch.tensor(11), layer.steps.time_dim).float())
+    layer(x.requires_grad_(True), None, t=11, x0=x.detach()).square().sum().backward()
+    assert float(layer.steps.out.weight.grad.abs().max()) > 0  # (the time maps get theirs one step later)
