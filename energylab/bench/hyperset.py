@@ -10,7 +10,12 @@ The Hyper-SET layer runs two fast paths (:mod:`energylab.kernels`): the bi-softm
 matrix is symmetric, so E = exp(S) serves the row and the column softmax; outside pinned processes, as here, the C
 tile loop of :mod:`energylab.kernels.fused_attention` instead) and the feedforward with its RMSNorm moved past the
 second product (ReLU commutes with a positive scale). What no kernel removes: the step-size network's
-d → 2d map on every token at every iteration, which the Transformer block does not have.
+d → 2d map on every token at every iteration, which the Transformer block does not have. Column
+``fixed_step_ratio`` times the same iteration with fixed step sizes (α = γ = 0.1, Table 3's variant, no step-size
+network) against the same block, in the same rounds: what is left once that network is taken away. Both layers do
+about 12d² multiply-adds per token (Hyper-SET: 10d² in its two steps and 2d² in the step sizes), so the fixed-step
+iteration near 10/12 of the block says the two steps cost what their arithmetic does, and the rest of the ratio is
+the step-size network: its d → 2d map, GELU and RMSNorm over every token, and the gradients of α and γ.
 """
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ def time_ratio(batch: int, tokens: int, dim: int, heads: int, repeats: int = 10,
     """Median fwd+bwd seconds of one iteration of each layer, and their ratio (Hyper-SET / Transformer)."""
     torch.manual_seed(seed)
     hs, tf = HyperSETLayer(dim, heads), TransformerBlock(dim, heads)
+    fixed = HyperSETLayer(dim, heads, step=0.1)  # the same iteration without the step-size network (Table 3)
     with torch.no_grad():  # non-zero step sizes, as after training (zero ones would skip nothing anyway)
         for p in hs.steps.parameters():
             p.normal_(0, 0.02)
@@ -45,10 +51,12 @@ def time_ratio(batch: int, tokens: int, dim: int, heads: int, repeats: int = 10,
     x0 = torch.randn(batch, tokens, dim)
     # one call of each per round, in turn, in CPU seconds (one thread: the work, not the other processes' load);
     # the wall-clock medians of three blocks that this replaced moved by 0.1 between two runs of one tree
-    times = cpu_times({"hyperset": _step(hs, x, x0), "transformer": _step(tf, x, x0)}, 3 * repeats)
-    hs_s, tf_s = statistics.median(times["hyperset"]), statistics.median(times["transformer"])
+    times = cpu_times({"hyperset": _step(hs, x, x0), "transformer": _step(tf, x, x0),
+                       "fixed": _step(fixed, x, x0)}, 3 * repeats)
+    hs_s, tf_s, fixed_s = (statistics.median(times[k]) for k in ("hyperset", "transformer", "fixed"))
     return {"case": f"B={batch} N={tokens} d={dim} H={heads}", "hyperset_ms": 1e3 * hs_s,
             "transformer_ms": 1e3 * tf_s, "ratio": hs_s / tf_s, "target": TARGET,
+            "fixed_step_ratio": fixed_s / tf_s,
             "params_hyperset": count_parameters(hs), "params_transformer": count_parameters(tf)}
 
 
