@@ -35,7 +35,7 @@ from energylab.sphere import sphere_step, tangent_projection
 __all__ = ["DESCENT_ETA", "DESCENT_TOL", "DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
            "bib_keys", "form_rows", "verify_dim",
            "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cpu_attention_benchmarks",
-           "cost_text", "costs_caption",
+           "cost_text", "costs_caption", "time_ratios_markdown",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown", "forms_markdown"]
 
@@ -228,6 +228,28 @@ def cost_text(costs: dict[str, dict[int, dict]], layer: str) -> str:
     if not by_tokens:
         return NOT_BENCHMARKED
     return "; ".join(f"N = {n}: {c['time']:.2f}× time, {c['memory']:.2f}× memory" for n, c in sorted(by_tokens.items()))
+
+
+def time_ratios_markdown(benchmarks: dict[str, tuple], names: list[str] | None = None) -> str:
+    """The time ratios to SDPA of every committed CPU benchmark side by side (``benchmarks`` from
+    :func:`cpu_attention_benchmarks`): a row per layer (``names``, or every layer of the first file but the
+    reference), a column per file headed by its processor and instruction set, each cell ``N = 256 / N = 1024``
+    ratios in token order (two decimals; "–" where the file has no row). The cost column of :func:`layers_markdown`
+    reads one file; this shows how far the ratios move between processors and instruction sets."""
+    columns, per_file = {"layer": "layer"}, {}
+    for name, (results, provenance) in benchmarks.items():
+        rows = [r for r in results.tables.get("attention", []) if isinstance(r.get("time_ratio"), (int, float))]
+        capability = rows[0].get("capability", "native") if rows else "?"
+        columns[name] = f"{text_cell(provenance['machine'].get('processor', '?'))}, {capability} ({name}.json)"
+        per_file[name] = {}
+        for r in sorted(rows, key=lambda r: r["tokens"]):
+            per_file[name].setdefault(r["layer"], []).append(f"{r['time_ratio']:.2f}")
+    if names is None:
+        first = next(iter(per_file.values()), {})
+        names = [layer for layer in first if layer != "SDPA reference"]
+    cells = [{"layer": f"`{layer}`", **{name: " / ".join(ratios.get(layer, [])) or "–"
+                                        for name, ratios in per_file.items()}} for layer in names]
+    return markdown_table(cells, columns)
 
 
 def costs_caption(provenance: dict | None) -> str:

@@ -343,3 +343,34 @@ def test_the_cpu_attention_benchmarks_are_every_committed_cpu_file():
             family, capability = name.split("-")[1:]
             assert family in provenance["machine"]["processor"].lower()
             assert {row["capability"] for row in results.tables["attention"]} == {capability.upper()}
+
+
+def test_the_atlas_shows_every_cpu_file_side_by_side():
+    """Chapter 11's table of time ratios against the committed CPU files, read here with json alone: one column per
+    file, each cell the file's ratios in token order, and each file's date printed above it."""
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / "11_atlas.ipynb").read_text(encoding="utf-8"))
+    outputs = [out for cell in nb["cells"] if cell["cell_type"] == "code" for out in cell.get("outputs", [])]
+    tables = ["".join(out.get("data", {}).get("text/markdown", "")) for out in outputs]
+    tables = [t for t in tables if t.startswith("| layer |") and ".json)" in t.splitlines()[0]]
+    printed = "".join("".join(out.get("text", "")) for out in outputs if out.get("output_type") == "stream")
+    assert len(tables) == 1
+    header, _, *lines = tables[0].splitlines()
+    names = [h.strip().rsplit("(", 1)[1].rstrip(")").removesuffix(".json") for h in header.strip("|").split("|")[1:]]
+    files = sorted((ROOT / "results" / "bench").glob("attention*.json"))
+    cpu = {}
+    for path in files:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if all(r.get("device", "cpu") == "cpu" for r in data["tables"]["attention"]):
+            cpu[path.stem] = data
+    assert names == list(cpu)  # in the order of their file names
+    rows = {line.split("|")[1].strip(" `"): [c.strip() for c in line.strip("|").split("|")[1:]] for line in lines}
+    assert "SDPA reference" not in rows and "BiSoftmaxAttention" in rows
+    for column, name in enumerate(names):
+        data = cpu[name]
+        assert f"results/bench/{name}.json: run {data['provenance']['date'][:10]}" in printed
+        for layer, cells in rows.items():
+            mine = sorted((r for r in data["tables"]["attention"] if r["layer"] == layer and r.get("time_ratio")),
+                          key=lambda r: r["tokens"])
+            assert cells[column] == (" / ".join(f"{r['time_ratio']:.2f}" for r in mine) or "–"), (name, layer)
