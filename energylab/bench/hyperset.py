@@ -19,7 +19,10 @@ the step-size network: its d → 2d map, GELU and RMSNorm over every token, and 
 """
 from __future__ import annotations
 
+import json
 import statistics
+import subprocess
+import sys
 
 import torch
 
@@ -60,9 +63,44 @@ def time_ratio(batch: int, tokens: int, dim: int, heads: int, repeats: int = 10,
             "params_hyperset": count_parameters(hs), "params_transformer": count_parameters(tf)}
 
 
+# (batch, tokens, dim, heads): the Sudoku sizes (4x4 quick, the 6x6 league, the 9x9 CPU profile and a 9x9 board at
+# d = 128) and the image size
+CASES = [(64, 16, 64, 4), (64, 36, 64, 4), (32, 81, 64, 4), (16, 81, 128, 8), (64, 17, 32, 4)]
+# A full run measures every case in this many fresh processes: within one process the median over alternated rounds
+# is steady, but between processes of one tree the 4x4 ratio moved by 0.07 (1.11-1.18 over five runs here, a
+# Xeon VM), with where each process's allocations happened to land; the rows give the median and the range.
+PROCESSES = 3
+
+
+def in_this_process(repeats: int) -> list[dict]:
+    """One row per case of :data:`CASES`, measured in this process."""
+    return [time_ratio(*case, repeats=repeats) for case in CASES]
+
+
+def _in_a_fresh_process(repeats: int) -> list[dict]:
+    code = ("import json, torch; torch.set_num_threads(1); from energylab.bench import hyperset; "
+            f"print(json.dumps(hyperset.in_this_process({int(repeats)})))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"the bench's child process failed: {done.stderr.strip()[-1000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def run(quick: bool = True) -> list[dict]:
-    """Rows for the Sudoku sizes (4x4 quick, the 6x6 league, the 9x9 CPU profile and a 9x9 board at d = 128) and the
-    image size."""
-    repeats = 5 if quick else 20
-    cases = [(64, 16, 64, 4), (64, 36, 64, 4), (32, 81, 64, 4), (16, 81, 128, 8), (64, 17, 32, 4)]
-    return [time_ratio(*case, repeats=repeats) for case in cases]
+    """Rows for :data:`CASES`; quick: one process, 15 rounds; full: 60 rounds in each of :data:`PROCESSES` fresh
+    processes, each number the median over the processes, with the lowest and highest ratio."""
+    if quick:
+        return in_this_process(repeats=5)
+    runs = []
+    for i in range(PROCESSES):
+        print(f"  process {i + 1}/{PROCESSES} ...", file=sys.stderr, flush=True)
+        runs.append(_in_a_fresh_process(repeats=20))
+    rows = []
+    for per_case in zip(*runs):
+        row = dict(per_case[0])
+        for key in ("hyperset_ms", "transformer_ms", "ratio", "fixed_step_ratio"):
+            row[key] = statistics.median(r[key] for r in per_case)
+        row.update(ratio_min=min(r["ratio"] for r in per_case), ratio_max=max(r["ratio"] for r in per_case),
+                   processes=len(per_case))
+        rows.append(row)
+    return rows
