@@ -5,9 +5,11 @@ derived by hand (in the docstrings); rows "one-exp-bisoftmax" and "fused-relu-fe
 backward pass computes in the wider of the gradient's and the saved tensors' dtypes, so that bf16 activations saved
 under autocast meet float32 gradients.
 
-Measured on a 2-core EPYC, one thread, both routes alternated in one process: one layer iteration, forward and
-backward, costs 1.23x the Transformer block at the 6×6 league size (B = 64, N = 36, d = 64; the plain route 1.53x),
-1.24x at a 9×9 board with d = 64 (plain 1.91x) and 1.15x with d = 128 (plain 1.70x).
+When they were written (a 2-core EPYC, one thread, both routes alternated in one process) one layer iteration,
+forward and backward, cost 1.23x the Transformer block at the 6×6 league size (B = 64, N = 36, d = 64; the plain
+route 1.53x). Outside pinned processes the layer now takes the C bi-softmax of :mod:`fused_attention` instead of
+the first; ``python -m energylab.bench hyperset`` measures the iteration as a reader runs it
+(``results/bench/hyperset-*.json``).
 """
 from __future__ import annotations
 
