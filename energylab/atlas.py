@@ -34,7 +34,7 @@ from energylab.sphere import sphere_step, tangent_projection
 
 __all__ = ["DESCENT_ETA", "DESCENT_TOL", "DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
            "bib_keys", "form_rows", "verify_dim",
-           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cpu_attention_benchmarks",
+           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cpu_benchmarks",
            "cost_text", "costs_caption", "time_ratios_markdown",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown", "forms_markdown"]
@@ -207,16 +207,18 @@ def layer_costs(root: str | None = None) -> tuple[dict[str, dict[int, dict]], di
     return costs, provenance
 
 
-def cpu_attention_benchmarks(root: str | None = None) -> dict[str, tuple]:
-    """Every committed CPU attention benchmark, ``{name: (Results, provenance)}``: ``attention`` (the first one, with
-    the processor's own instruction set) and the ``attention-<processor family>-<capability>`` files of
-    ``python -m energylab.bench attention --capability ... --commit``; files whose rows ran on a GPU are left out.
-    Sorted by name."""
+def cpu_benchmarks(section: str = "attention", root: str | None = None) -> dict[str, tuple]:
+    """Every committed CPU benchmark of a bench ``section`` ("attention", "hyperset"), ``{name: (Results,
+    provenance)}``: ``<section>`` (the first one, with the processor's own instruction set) and the
+    ``<section>-<processor family>-<capability>`` files of ``python -m energylab.bench <section> --capability ...
+    --commit``; files whose rows ran on a GPU are left out. Sorted by file name."""
     folder = pathlib.Path(root or committed.ROOT) / "bench"
     out = {}
-    for path in sorted(folder.glob("attention*.json")):
+    for path in sorted(folder.glob(f"{section}*.json")):
+        if path.stem != section and not path.stem.startswith(f"{section}-"):
+            continue
         results, provenance = committed.load_committed("bench", path.stem, root=root)
-        if all(row.get("device", "cpu") == "cpu" for row in results.tables.get("attention", [])):
+        if all(row.get("device", "cpu") == "cpu" for row in results.tables.get(section, [])):
             out[path.stem] = (results, provenance)
     return out
 
@@ -232,7 +234,7 @@ def cost_text(costs: dict[str, dict[int, dict]], layer: str) -> str:
 
 def time_ratios_markdown(benchmarks: dict[str, tuple], names: list[str] | None = None) -> str:
     """The time ratios to SDPA of every committed CPU benchmark side by side (``benchmarks`` from
-    :func:`cpu_attention_benchmarks`): a row per layer (``names``, or every layer of the first file but the
+    :func:`cpu_benchmarks`): a row per layer (``names``, or every layer of the first file but the
     reference), a column per file headed by its processor and instruction set, each cell ``N = 256 / N = 1024``
     ratios in token order (two decimals; "–" where the file has no row). The cost column of :func:`layers_markdown`
     reads one file; this shows how far the ratios move between processors and instruction sets."""

@@ -333,9 +333,9 @@ def test_the_atlas_shows_the_numbers_of_the_committed_file():
 
 
 def test_the_cpu_attention_benchmarks_are_every_committed_cpu_file():
-    """atlas.cpu_attention_benchmarks (chapter 8 prints each): the first benchmark and the per-processor ones of
+    """atlas.cpu_benchmarks("attention") (chapter 8 prints each): the first benchmark and the per-processor ones of
     ``--capability``, none of the GPU files; every row of each names its instruction set or predates the column."""
-    found = atlas.cpu_attention_benchmarks()
+    found = atlas.cpu_benchmarks("attention")
     assert "attention" in found and not any("cuda" in name for name in found)
     for name, (results, provenance) in found.items():
         assert all(row["device"] == "cpu" for row in results.tables["attention"])
