@@ -224,7 +224,7 @@ static void softmax_cols(int N, real* S, real* mx, real* sum) {
 
 void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
                        real* y, real* az, real* work) {
-    real mx[rows >= N ? N : 1], sum[rows >= N ? N : 1];
+    real *mx = work + (long)rows * N, *sum = mx + N;  /* the one-tile route's scratch */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real* Z = AT(z, sz, b, h);
@@ -254,7 +254,7 @@ void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int
 void bisoftmax_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
                         const real* az, const real* g, const long* sg, real* dz, real* work) {
     real *A = work, *D = work + (long)rows * N, *AG = D + (long)rows * N, *delta = AG + (long)rows * dh;
-    real mx[rows >= N ? N : 1], sum[rows >= N ? N : 1];
+    real *mx = delta + rows, *sum = mx + N;  /* the one-tile route's scratch */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real *Z = AT(z, sz, b, h), *Gr = AT(g, sg, b, h);

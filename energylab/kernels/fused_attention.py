@@ -299,7 +299,7 @@ class _BiSoftmax(torch.autograd.Function):
         (z,) = _head_views(z)
         rows = rows_per_tile(z.shape[2])
         y, az = torch.empty(z.shape, dtype=z.dtype), torch.empty(z.shape, dtype=z.dtype)
-        _launch("bisoftmax_forward", z.dtype, z.shape, [beta, rows, z, _strides(z), y, az], rows * z.shape[2])
+        _launch("bisoftmax_forward", z.dtype, z.shape, [beta, rows, z, _strides(z), y, az], (rows + 2) * z.shape[2])
         ctx.beta = beta
         ctx.save_for_backward(z, az)
         return y
@@ -313,7 +313,7 @@ class _BiSoftmax(torch.autograd.Function):
         rows = rows_per_tile(N)
         dz = torch.empty(z.shape, dtype=z.dtype)
         _launch("bisoftmax_backward", z.dtype, z.shape, [ctx.beta, rows, z, _strides(z), az, grad, _strides(grad), dz],
-                2 * rows * N + rows * dh + rows)
+                2 * rows * N + rows * dh + rows + 2 * N)
         return dz, None
 
 
