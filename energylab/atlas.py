@@ -34,7 +34,7 @@ from energylab.sphere import sphere_step, tangent_projection
 
 __all__ = ["DESCENT_ETA", "DESCENT_TOL", "DIM", "MULTI_HEAD_DIM", "FAMILIES", "LAYERS", "chapter_of", "family_of",
            "bib_keys", "form_rows", "verify_dim",
-           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs", "cpu_benchmarks",
+           "descent_check", "layer_rows", "NOT_BENCHMARKED", "layer_costs",
            "cost_text", "costs_caption", "time_ratios_markdown",
            "markdown_table", "latex_cell", "text_cell", "error_text", "equations_markdown", "checks_markdown",
            "layers_markdown", "forms_markdown"]
@@ -207,22 +207,6 @@ def layer_costs(root: str | None = None) -> tuple[dict[str, dict[int, dict]], di
     return costs, provenance
 
 
-def cpu_benchmarks(section: str = "attention", root: str | None = None) -> dict[str, tuple]:
-    """Every committed CPU benchmark of a bench ``section`` ("attention", "hyperset"), ``{name: (Results,
-    provenance)}``: ``<section>`` (the first one, with the processor's own instruction set) and the
-    ``<section>-<processor family>-<capability>`` files of ``python -m energylab.bench <section> --capability ...
-    --commit``; files whose rows ran on a GPU are left out. Sorted by file name."""
-    folder = pathlib.Path(root or committed.ROOT) / "bench"
-    out = {}
-    for path in sorted(folder.glob(f"{section}*.json")):
-        if path.stem != section and not path.stem.startswith(f"{section}-"):
-            continue
-        results, provenance = committed.load_committed("bench", path.stem, root=root)
-        if all(row.get("device", "cpu") == "cpu" for row in results.tables.get(section, [])):
-            out[path.stem] = (results, provenance)
-    return out
-
-
 def cost_text(costs: dict[str, dict[int, dict]], layer: str) -> str:
     """One table cell: ``N = 256: 1.30× time, 4.50× memory; N = 1024: ...`` (ratios to SDPA, 2 decimals) or
     :data:`NOT_BENCHMARKED`."""
@@ -234,10 +218,11 @@ def cost_text(costs: dict[str, dict[int, dict]], layer: str) -> str:
 
 def time_ratios_markdown(benchmarks: dict[str, tuple], names: list[str] | None = None) -> str:
     """The time ratios to SDPA of every committed CPU benchmark side by side (``benchmarks`` from
-    :func:`cpu_benchmarks`): a row per layer (``names``, or every layer of the first file but the
-    reference), a column per file headed by its processor and instruction set, each cell ``N = 256 / N = 1024``
-    ratios in token order (two decimals; "–" where the file has no row). The cost column of :func:`layers_markdown`
-    reads one file; this shows how far the ratios move between processors and instruction sets."""
+    :func:`energylab.engine.committed.cpu_benchmarks`): a row per layer (``names``, or every layer of the first
+    file but the reference), a column per file headed by its processor and instruction set, each cell
+    ``N = 256 / N = 1024`` ratios in token order (two decimals; "–" where the file has no row). The cost column of
+    :func:`layers_markdown` reads one file; this shows how far the ratios move between processors and instruction
+    sets."""
     columns, per_file = {"layer": "layer"}, {}
     for name, (results, provenance) in benchmarks.items():
         rows = [r for r in results.tables.get("attention", []) if isinstance(r.get("time_ratio"), (int, float))]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import pathlib
 import platform
 import re
 import subprocess
@@ -150,6 +151,22 @@ def load_committed(experiment: str, name: str = "medium", root: str | None = Non
     except (KeyError, TypeError, AttributeError, ValueError) as err:
         raise ValueError(f"{path} is not an energylab results file ({type(err).__name__}: {err}); it was edited or "
                          f"truncated: restore it with git") from None
+
+
+def cpu_benchmarks(section: str = "attention", root: str | None = None) -> dict[str, tuple]:
+    """Every committed CPU benchmark of a bench ``section`` ("attention", "hyperset", "sphere"), ``{name: (Results,
+    provenance)}``: ``<section>`` (the first one, with the processor's own instruction set) and the
+    ``<section>-<processor family>-<capability>`` files of ``python -m energylab.bench <section> --capability ...
+    --commit``; files whose rows ran on a GPU are left out. Sorted by file name."""
+    folder = pathlib.Path(root or ROOT) / "bench"
+    out = {}
+    for path in sorted(folder.glob(f"{section}*.json")):
+        if path.stem != section and not path.stem.startswith(f"{section}-"):
+            continue
+        results, provenance = load_committed("bench", path.stem, root=root)
+        if all(row.get("device", "cpu") == "cpu" for row in results.tables.get(section, [])):
+            out[path.stem] = (results, provenance)
+    return out
 
 
 def describe_provenance(provenance: dict) -> str:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from energylab import atlas, catalog
+from energylab.engine import committed
 from energylab.forms import expressive as ea
 from energylab.forms import free_energy as fe
 from energylab.forms import hopfield as hf
@@ -333,9 +334,9 @@ def test_the_atlas_shows_the_numbers_of_the_committed_file():
 
 
 def test_the_cpu_attention_benchmarks_are_every_committed_cpu_file():
-    """atlas.cpu_benchmarks("attention") (chapter 8 prints each): the first benchmark and the per-processor ones of
+    """committed.cpu_benchmarks("attention") (chapter 8 prints each): the first benchmark and the per-processor ones of
     ``--capability``, none of the GPU files; every row of each names its instruction set or predates the column."""
-    found = atlas.cpu_benchmarks("attention")
+    found = committed.cpu_benchmarks("attention")
     assert "attention" in found and not any("cuda" in name for name in found)
     for name, (results, provenance) in found.items():
         assert all(row["device"] == "cpu" for row in results.tables["attention"])
