@@ -224,28 +224,24 @@ static void softmax_cols(int N, real* S, real* mx, real* sum) {
 
 void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
                        real* y, real* az, real* work) {
-    real *mx = work + (long)rows * N, *sum = mx + N;  /* the one-tile route's scratch */
+    real *mx = work + (long)rows * N, *sum = mx + N;  /* softmax_cols' scratch */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real* Z = AT(z, sz, b, h);
             long o = ((long)b * H + h) * N * dh;
             real *Y = y + o, *AZ = az + o;
-            if (rows >= N) {  /* one tile: work = Aᵀ, A Z = (Aᵀ)ᵀ Z and Aᵀ Z */
-                mm(gemm, 0, 1, N, N, dh, beta, Z, sz[2], Z, sz[2], 0, work, N);
-                softmax_cols(N, work, mx, sum);
-                mm(gemm, 1, 0, N, dh, N, 1, work, N, Z, sz[2], 0, AZ, dh);
-                mm(gemm, 0, 0, N, dh, N, 1, work, N, Z, sz[2], 0, Y, dh);
-                for (long j = 0; j < (long)N * dh; j++) Y[j] += AZ[j];
-                continue;
-            }
             memset(Y, 0, sizeof(real) * N * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
                 const real* Zr = Z + r0 * sz[2];
+                int t = R == N;  /* one tile: work holds Aᵀ (softmax_cols), so every product flips its transpose */
                 mm(gemm, 0, 1, R, N, dh, beta, Zr, sz[2], Z, sz[2], 0, work, N);
-                softmax_rows(R, N, work, 0, 0);
-                mm(gemm, 0, 0, R, dh, N, 1, work, N, Z, sz[2], 0, AZ + (long)r0 * dh, dh);  /* Σ_j A_ij z_j */
-                mm(gemm, 1, 0, N, dh, R, 1, work, N, Zr, sz[2], 1, Y, dh);  /* Σ_i A_ik z_i */
+                if (t)
+                    softmax_cols(N, work, mx, sum);
+                else
+                    softmax_rows(R, N, work, 0, 0);
+                mm(gemm, t, 0, R, dh, N, 1, work, N, Z, sz[2], 0, AZ + (long)r0 * dh, dh);  /* Σ_j A_ij z_j */
+                mm(gemm, !t, 0, N, dh, R, 1, work, N, Zr, sz[2], 1, Y, dh);  /* Σ_i A_ik z_i */
             }
             for (long j = 0; j < (long)N * dh; j++) Y[j] += AZ[j];
         }
@@ -254,46 +250,25 @@ void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int
 void bisoftmax_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
                         const real* az, const real* g, const long* sg, real* dz, real* work) {
     real *A = work, *D = work + (long)rows * N, *AG = D + (long)rows * N, *delta = AG + (long)rows * dh;
-    real *mx = delta + rows, *sum = mx + N;  /* the one-tile route's scratch */
+    real *mx = delta + rows, *sum = mx + N;  /* softmax_cols' scratch */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real *Z = AT(z, sz, b, h), *Gr = AT(g, sg, b, h);
             long o = ((long)b * H + h) * N * dh;
             const real* AZ = az + o;
             real* dZ = dz + o;
-            if (rows >= N) {  /* one tile, with A's transpose At = Aᵀ (see the forward) and Dᵀ in D */
-                real* At = A;
-                mm(gemm, 0, 1, N, N, dh, beta, Z, sz[2], Z, sz[2], 0, At, N);
-                softmax_cols(N, At, mx, sum);
-                mm(gemm, 1, 0, N, dh, N, 1, At, N, Gr, sg[2], 0, AG, dh);  /* A G */
-                mm(gemm, 0, 0, N, dh, N, 1, At, N, Gr, sg[2], 0, dZ, dh);  /* Aᵀ G */
-                for (int i = 0; i < N; i++) {
-                    real d = 0;
-                    for (int c = 0; c < dh; c++)
-                        d += Gr[(long)i * sg[2] + c] * AZ[(long)i * dh + c] + Z[(long)i * sz[2] + c] * AG[i * dh + c];
-                    delta[i] = d;
-                }
-                /* Dᵀ_ij = Aᵀ_ij (M_ij − δ_j) with M = G Zᵀ + Z Gᵀ symmetric */
-                mm(gemm, 0, 1, N, N, dh, 1, Gr, sg[2], Z, sz[2], 0, D, N);
-                mm(gemm, 0, 1, N, N, dh, 1, Z, sz[2], Gr, sg[2], 1, D, N);
-                for (int i = 0; i < N; i++) {
-                    real *d = D + (long)i * N, *a = At + (long)i * N;
-#pragma omp simd
-                    for (int j = 0; j < N; j++) d[j] = (d[j] - delta[j]) * a[j];
-                }
-                for (long j = 0; j < (long)N * dh; j++) dZ[j] += AG[j];
-                mm(gemm, 0, 0, N, dh, N, beta, D, N, Z, sz[2], 1, dZ, dh);
-                mm(gemm, 1, 0, N, dh, N, beta, D, N, Z, sz[2], 1, dZ, dh);
-                continue;
-            }
             memset(dZ, 0, sizeof(real) * N * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
                 const real *Zr = Z + r0 * sz[2], *Gg = Gr + r0 * sg[2];
+                int t = R == N;  /* one tile: A holds Aᵀ and D will hold Dᵀ (see the forward) */
                 mm(gemm, 0, 1, R, N, dh, beta, Zr, sz[2], Z, sz[2], 0, A, N);
-                softmax_rows(R, N, A, 0, 0);
-                mm(gemm, 0, 0, R, dh, N, 1, A, N, Gr, sg[2], 0, AG, dh);  /* (A G) rows */
-                mm(gemm, 1, 0, N, dh, R, 1, A, N, Gg, sg[2], 1, dZ, dh);  /* Aᵀ G */
+                if (t)
+                    softmax_cols(N, A, mx, sum);
+                else
+                    softmax_rows(R, N, A, 0, 0);
+                mm(gemm, t, 0, R, dh, N, 1, A, N, Gr, sg[2], 0, AG, dh);  /* (A G) rows */
+                mm(gemm, !t, 0, N, dh, R, 1, A, N, Gg, sg[2], 1, dZ, dh);  /* Aᵀ G */
                 for (int i = 0; i < R; i++) {
                     real d = 0;
                     for (int c = 0; c < dh; c++)
@@ -302,10 +277,15 @@ void bisoftmax_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, in
                 }
                 mm(gemm, 0, 1, R, N, dh, 1, Gg, sg[2], Z, sz[2], 0, D, N);  /* G Zᵀ */
                 mm(gemm, 0, 1, R, N, dh, 1, Zr, sz[2], Gr, sg[2], 1, D, N);  /* + Z Gᵀ */
-                for (int i = 0; i < R; i++) {
+                for (int i = 0; i < R; i++) {  /* one tile: Dᵀ_ij = Aᵀ_ij (M_ij − δ_j), M = G Zᵀ + Z Gᵀ symmetric */
                     real *d = D + (long)i * N, *a = A + (long)i * N, di = delta[i];
+                    if (t) {
 #pragma omp simd
-                    for (int j = 0; j < N; j++) d[j] = (d[j] - di) * a[j];
+                        for (int j = 0; j < N; j++) d[j] = (d[j] - delta[j]) * a[j];
+                    } else {
+#pragma omp simd
+                        for (int j = 0; j < N; j++) d[j] = (d[j] - di) * a[j];
+                    }
                 }
                 for (int i = 0; i < R; i++)
                     for (int c = 0; c < dh; c++) dZ[(long)(r0 + i) * dh + c] += AG[i * dh + c];
