@@ -68,8 +68,6 @@ MARCH = {"avx2": "-march=x86-64-v3", "avx512": "-march=x86-64-v4", "default": "-
 def flags() -> tuple[str, ...]:
     """The compiler flags of this process: :data:`PINNED_FLAGS` under the book's pins, else :data:`FLAGS`, with
     the target of ATEN_CPU_CAPABILITY (:data:`MARCH`) in place of -march=native where that variable is set."""
-    import os
-
     from energylab import portable
 
     if not portable.unpinned():

@@ -101,14 +101,18 @@ def _step_embedding(t: float, width: int, dtype: torch.dtype, device: torch.devi
     Shared, so never written to (the time map only reads it). Not cached while torch.compile traces (a fake
     tensor must not outlive its trace)."""
     if torch.compiler.is_compiling():
-        return _sinusoidal(torch.tensor(t, device=device), width).to(dtype)
+        return _make_embedding(t, width, dtype, device)
     return _cached_embedding(t, width, dtype, device)
+
+
+def _make_embedding(t: float, width: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return _sinusoidal(torch.tensor(t, device=device), width).to(dtype)
 
 
 @functools.lru_cache(maxsize=1024)
 def _cached_embedding(t: float, width: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     with torch.inference_mode(False):  # made under inference mode, it could not be saved for a later backward
-        return _sinusoidal(torch.tensor(t, device=device), width).to(dtype)
+        return _make_embedding(t, width, dtype, device)
 
 
 def _sinusoidal(t: torch.Tensor, width: int) -> torch.Tensor:
