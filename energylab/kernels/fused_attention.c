@@ -9,8 +9,11 @@
  * them line by line.
  *
  * Layout: every (B, H, N, d_h) tensor is passed as a pointer and three strides in elements (batch, head, row);
- * its last dimension is contiguous. Gradients and outputs the kernels allocate are contiguous (B, H, N, d_h).
- * A score tile holds `rows` query rows against all N keys (the causal kernel: only the keys a row can see). */
+ * its last dimension is contiguous. Gradients and outputs the kernels allocate are contiguous (B, H, N, d_h), except
+ * the symmetric forms' output and input gradient, written through strides of their own (the layout of the input:
+ * heads of a (B, N, d) projection then merge back with no copy). A score tile holds `rows` query rows against all
+ * N keys (the causal kernel: only the keys a row can see). */
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -121,36 +124,80 @@ void expressive_backward(gemm_fn gemm, int B, int H, int N, int dh, int causal, 
 }
 
 /* ----------------------------------------------------------------------------- Hyper-SET's symmetric forms (004)
- * Sigmoid: Y = σ'(β Z Zᵀ) Z, σ' = σ(1 − σ). Backward (F = σ'(S) symmetric, G = ∂L/∂Y): ∂L/∂Z = F G + β (D + Dᵀ) Z
+ * Both take their input rows either as they are or RMS-normalised inside the kernel (rms = 1: Hyper-SET normalises
+ * each head's projection before its attention). zn_i = r_i z_i, r_i = (mean_c z_ic² + ε)^(−1/2); backward
+ * ∂L/∂z_i = r_i (∂L/∂zn_i − zn_i mean_c(∂L/∂zn_i ⊙ zn_i)). Two passes over a head that is in the cache, where
+ * ATen's RMSNorm and its backward had made about fourteen over the whole (B, N, H, d_h) tensor (with the copies
+ * between the two layouts, 8% of a Hyper-SET iteration at the 4x4 Sudoku size). The forward writes zn and r
+ * (saved for the backward, which gets zn as its z). */
+static const real* rms_rows(int N, int dh, real eps, const real* Z, long lz, real* Zn, real* r) {
+    for (int i = 0; i < N; i++) {
+        const real* z = Z + (long)i * lz;
+        real ss = 0;
+#pragma omp simd reduction(+ : ss)
+        for (int c = 0; c < dh; c++) ss += z[c] * z[c];
+        real ri = (real)(1 / sqrt((double)(ss / dh + eps)));
+        r[i] = ri;
+#pragma omp simd
+        for (int c = 0; c < dh; c++) Zn[(long)i * dh + c] = z[c] * ri;
+    }
+    return Zn;
+}
+
+/* The input gradient of one head from ∂L/∂zn (contiguous, N x dh) into dz (row stride ld): through the RMS
+ * normalisation (r not NULL; Zn with row stride lz), or copied. */
+static void rows_out(int N, int dh, const real* G, const real* Zn, long lz, const real* r, real* dz, long ld) {
+    for (int i = 0; i < N; i++) {
+        const real *g = G + (long)i * dh, *zn = Zn + (long)i * lz;
+        real* o = dz + (long)i * ld;
+        if (!r) {
+            memcpy(o, g, sizeof(real) * dh);
+            continue;
+        }
+        real m = 0;
+#pragma omp simd reduction(+ : m)
+        for (int c = 0; c < dh; c++) m += g[c] * zn[c];
+        m /= dh;
+#pragma omp simd
+        for (int c = 0; c < dh; c++) o[c] = r[i] * (g[c] - zn[c] * m);
+    }
+}
+
+/* Sigmoid: Y = σ'(β Z Zᵀ) Z, σ' = σ(1 − σ). Backward (F = σ'(S) symmetric, G = ∂L/∂Y): ∂L/∂Z = F G + β (D + Dᵀ) Z
  * with D = σ''(S) ⊙ (G Zᵀ), σ'' = σ'(1 − 2σ); every term is accumulated into one ∂L/∂Z. */
 static inline real sigmoid(real s) { return 1 / (1 + exp2_any(-s * LOG2E)); }
 
 void sigmoid_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
-                     real* y, real* work) {
+                     int rms, real eps, real* zn, real* rinv, real* y, const long* sy, real* work) {
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real* Z = AT(z, sz, b, h);
-            real* Y = y + ((long)b * H + h) * N * dh;
+            long lz = sz[2], o = ((long)b * H + h) * N;
+            if (rms) {
+                Z = rms_rows(N, dh, eps, Z, lz, zn + o * dh, rinv + o);
+                lz = dh;
+            }
+            real* Y = AT(y, sy, b, h);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
-                mm(gemm, 0, 1, R, N, dh, beta, Z + r0 * sz[2], sz[2], Z, sz[2], 0, work, N);
+                mm(gemm, 0, 1, R, N, dh, beta, Z + r0 * lz, lz, Z, lz, 0, work, N);
 #pragma omp simd
                 for (long j = 0; j < (long)R * N; j++) {
                     real sg = sigmoid(work[j]);
                     work[j] = sg - sg * sg;
                 }
-                mm(gemm, 0, 0, R, dh, N, 1, work, N, Z, sz[2], 0, Y + (long)r0 * dh, dh);
+                mm(gemm, 0, 0, R, dh, N, 1, work, N, Z, lz, 0, Y + r0 * sy[2], sy[2]);
             }
         }
 }
 
+/* rinv NULL: z is the input as it is; else z is the forward's zn and rinv its r. */
 void sigmoid_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
-                      const real* g, const long* sg, real* dz, real* work) {
-    real *F = work, *D = work + (long)rows * N;
+                      const real* g, const long* sg, const real* rinv, real* dz, const long* sdz, real* work) {
+    real *F = work, *D = work + (long)rows * N, *dZ = D + (long)rows * N;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real *Z = AT(z, sz, b, h), *Gr = AT(g, sg, b, h);
-            real* dZ = dz + ((long)b * H + h) * N * dh;
             memset(dZ, 0, sizeof(real) * N * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
@@ -169,6 +216,7 @@ void sigmoid_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int 
                 mm(gemm, 0, 0, R, dh, N, beta, D, N, Z, sz[2], 1, dZ + (long)r0 * dh, dh);
                 mm(gemm, 1, 0, N, dh, R, beta, D, N, Zr, sz[2], 1, dZ, dh);
             }
+            rows_out(N, dh, dZ, Z, sz[2], rinv ? rinv + ((long)b * H + h) * N : 0, AT(dz, sdz, b, h), sdz[2]);
         }
 }
 
@@ -223,40 +271,46 @@ static void softmax_cols(int N, real* S, real* mx, real* sum) {
 }
 
 void bisoftmax_forward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
-                       real* y, real* az, real* work) {
+                       int rms, real eps, real* zn, real* rinv, real* y, const long* sy, real* az, real* work) {
     real *mx = work + (long)rows * N, *sum = mx + N;  /* softmax_cols' scratch */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real* Z = AT(z, sz, b, h);
-            long o = ((long)b * H + h) * N * dh;
-            real *Y = y + o, *AZ = az + o;
-            memset(Y, 0, sizeof(real) * N * dh);
+            long lz = sz[2], ly = sy[2], o = ((long)b * H + h) * N;
+            if (rms) {
+                Z = rms_rows(N, dh, eps, Z, lz, zn + o * dh, rinv + o);
+                lz = dh;
+            }
+            real *Y = AT(y, sy, b, h), *AZ = az + o * dh;
+            for (int i = 0; i < N; i++) memset(Y + i * ly, 0, sizeof(real) * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
-                const real* Zr = Z + r0 * sz[2];
+                const real* Zr = Z + r0 * lz;
                 int t = R == N;  /* one tile: work holds Aᵀ (softmax_cols), so every product flips its transpose */
-                mm(gemm, 0, 1, R, N, dh, beta, Zr, sz[2], Z, sz[2], 0, work, N);
+                mm(gemm, 0, 1, R, N, dh, beta, Zr, lz, Z, lz, 0, work, N);
                 if (t)
                     softmax_cols(N, work, mx, sum);
                 else
                     softmax_rows(R, N, work, 0, 0);
-                mm(gemm, t, 0, R, dh, N, 1, work, N, Z, sz[2], 0, AZ + (long)r0 * dh, dh);  /* Σ_j A_ij z_j */
-                mm(gemm, !t, 0, N, dh, R, 1, work, N, Zr, sz[2], 1, Y, dh);  /* Σ_i A_ik z_i */
+                mm(gemm, t, 0, R, dh, N, 1, work, N, Z, lz, 0, AZ + (long)r0 * dh, dh);  /* Σ_j A_ij z_j */
+                mm(gemm, !t, 0, N, dh, R, 1, work, N, Zr, lz, 1, Y, ly);  /* Σ_i A_ik z_i */
             }
-            for (long j = 0; j < (long)N * dh; j++) Y[j] += AZ[j];
+            for (int i = 0; i < N; i++)
+#pragma omp simd
+                for (int c = 0; c < dh; c++) Y[i * ly + c] += AZ[(long)i * dh + c];
         }
 }
 
+/* rinv NULL: z is the input as it is; else z is the forward's zn and rinv its r. */
 void bisoftmax_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, int rows, const real* z, const long* sz,
-                        const real* az, const real* g, const long* sg, real* dz, real* work) {
+                        const real* az, const real* g, const long* sg, const real* rinv, real* dz, const long* sdz,
+                        real* work) {
     real *A = work, *D = work + (long)rows * N, *AG = D + (long)rows * N, *delta = AG + (long)rows * dh;
-    real *mx = delta + rows, *sum = mx + N;  /* softmax_cols' scratch */
+    real *mx = delta + rows, *sum = mx + N, *dZ = sum + N;  /* softmax_cols' scratch; this head's ∂L/∂Z */
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const real *Z = AT(z, sz, b, h), *Gr = AT(g, sg, b, h);
-            long o = ((long)b * H + h) * N * dh;
-            const real* AZ = az + o;
-            real* dZ = dz + o;
+            const real* AZ = az + ((long)b * H + h) * N * dh;
             memset(dZ, 0, sizeof(real) * N * dh);
             for (int r0 = 0; r0 < N; r0 += rows) {
                 int R = MIN(rows, N - r0);
@@ -292,6 +346,7 @@ void bisoftmax_backward(gemm_fn gemm, int B, int H, int N, int dh, real beta, in
                 mm(gemm, 0, 0, R, dh, N, beta, D, N, Z, sz[2], 1, dZ + (long)r0 * dh, dh);
                 mm(gemm, 1, 0, N, dh, R, beta, D, N, Zr, sz[2], 1, dZ, dh);
             }
+            rows_out(N, dh, dZ, Z, sz[2], rinv ? rinv + ((long)b * H + h) * N : 0, AT(dz, sdz, b, h), sdz[2]);
         }
 }
 

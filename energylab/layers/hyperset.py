@@ -232,10 +232,12 @@ class HyperSETLayer(nn.Module):
         if fast:  # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
             # normalised in the projection's own layout (B, N, H, d_h), then viewed per head: no copy
             B, N, _ = x.shape
-            q = _rms((x @ W.flatten(0, 1).T).view(B, N, self.heads, self.head_dim), None, self.eps).transpose(1, 2)
-            if fz.usable(q, "fused-bisoftmax"):  # outside pinned processes: the C tile loop, faster still (issue 55)
-                y = fz.bisoftmax(q, self.beta)  # reads q through its strides
-            else:
+            z = (x @ W.flatten(0, 1).T).view(B, N, self.heads, self.head_dim)  # the projections, per head
+            if fz.usable(z, "fused-bisoftmax"):  # outside pinned processes: the C tile loop, faster still (issue 55)
+                # reads z through its strides, RMS-normalises it inside, and writes y in z's layout (no copies)
+                y = fz.bisoftmax(z.transpose(1, 2), self.beta, eps=self.eps)
+            else:  # normalised in the projection's own layout (B, N, H, d_h), then viewed per head
+                q = _rms(z, None, self.eps).transpose(1, 2)
                 y = hk.bisoftmax_one_exp(q.flatten(0, 1), self.beta).view(q.shape)
         else:  # gains: query, key and value each with its own
             z = self.projections(x, W)

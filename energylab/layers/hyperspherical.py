@@ -52,11 +52,11 @@ class _HypersphericalAttention(nn.Module):
         check_input(x, self.dim, self.weight)
         if self._kernel is None or not kernels.tiled(x) or (self.rms and self.eps == 0):
             return self._update(x, self.weight, self.beta, self.rms, self.eps)  # the checked catalog operator
-        Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h)
-        Z = hs.rms_normalize(Z, self.eps) if self.rms else Z
+        Z = hs.head_projections(x, self.weight)  # (B, H, N, d_h), a view of the (B, N, d) projection
         if self._fused is not None and fz.usable(Z, self._fused_path):  # the tile loop in C (issue 55)
-            Y = self._fused(Z, self.beta)
+            Y = self._fused(Z, self.beta, self.eps if self.rms else None)  # normalised inside; Y in Z's layout
         else:
+            Z = hs.rms_normalize(Z, self.eps) if self.rms else Z
             Y = self._kernel(Z.flatten(0, 1), self.beta).view_as(Z)  # the same numbers as the operator, tiled
         return -(merge_heads(Y) @ self.weight.flatten(0, 1))  # −Σ_h y_iʰ W_h
 

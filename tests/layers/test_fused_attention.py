@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from energylab import kernels, portable
+from energylab.forms import hyperspherical as hs
 from energylab.kernels import attention as fa
 from energylab.kernels import fused_attention as fz
 from tests.probes import rel, value_and_grads
@@ -39,6 +40,10 @@ def _heads(seed, count, dtype=F64):
 
 def _flat(t):
     return t.flatten(0, 1)
+
+
+def _rms(z, eps):
+    return hs.rms_normalize(z, eps)
 
 
 def _per_bh(t):
@@ -74,6 +79,11 @@ def _cases(dtype):
         "sigmoid": (lambda z: fz.sigmoid(z, 0.7), lambda z: fa.sigmoid_attention(_flat(z), 0.7).view_as(z), (z,)),
         "bisoftmax": (lambda z: fz.bisoftmax(z, 0.7), lambda z: fa.bisoftmax_attention(_flat(z), 0.7).view_as(z),
                       (z,)),
+        # the rows RMS-normalised inside the kernel (Hyper-SET's projections), against RMSNorm then the tiled kernel
+        "sigmoid-rms": (lambda z: fz.sigmoid(z, 0.7, eps=0.3),
+                        lambda z: fa.sigmoid_attention(_flat(_rms(z, 0.3)), 0.7).view_as(z), (z,)),
+        "bisoftmax-rms": (lambda z: fz.bisoftmax(z, 0.7, eps=0.3),
+                          lambda z: fa.bisoftmax_attention(_flat(_rms(z, 0.3)), 0.7).view_as(z), (z,)),
         "newton": (lambda *a: fz.newton(*a), tiled_newton(False), (q, k, T, T2, G, G_inv)),
         "newton-identity-causal": (lambda q, k, T, T2: fz.newton(q, k, T, T2, causal=True), tiled_newton(True),
                                    (q, k, T, T2)),
@@ -92,18 +102,37 @@ def test_fused_equals_the_tiled_kernel_in_float64(name):
         assert rel(g, g_ref) < 1e-12
 
 
+@pytest.mark.parametrize("eps", [None, 1e-6])
 @pytest.mark.parametrize("n", [1, 2, N])
-def test_bisoftmax_in_one_tile_equals_the_tiled_kernel(monkeypatch, n):
+def test_bisoftmax_in_one_tile_equals_the_tiled_kernel(monkeypatch, n, eps):
     """With all N rows in one tile the C loop takes its other route (the softmax passes along the columns of the
-    symmetric scores, giving Aᵀ): same values and gradients, and gradcheck."""
+    symmetric scores, giving Aᵀ): same values and gradients, and gradcheck; with and without the RMSNorm inside
+    (Hyper-SET's route, at every Sudoku size)."""
     monkeypatch.setattr(fz, "TILE", 2**17)
     assert fz.rows_per_tile(n) >= n
     (z,) = (t[:, :, :n] for t in _heads(1, 1))
     weight = _randn(9, B, H, n, DH)
-    y, (g,) = value_and_grads(lambda z: fz.bisoftmax(z, 0.7), (z,), weight)
-    y_ref, (g_ref,) = value_and_grads(lambda z: fa.bisoftmax_attention(_flat(z), 0.7).view_as(z), (z,), weight)
+    norm = (lambda z: z) if eps is None else (lambda z: _rms(z, eps))
+    y, (g,) = value_and_grads(lambda z: fz.bisoftmax(z, 0.7, eps), (z,), weight)
+    y_ref, (g_ref,) = value_and_grads(lambda z: fa.bisoftmax_attention(_flat(norm(z)), 0.7).view_as(z), (z,), weight)
     assert rel(y, y_ref) < 1e-13 and rel(g, g_ref) < 1e-12
-    assert torch.autograd.gradcheck(lambda z: fz.bisoftmax(z, 0.7), [z.detach().clone().requires_grad_(True)])
+    assert torch.autograd.gradcheck(lambda z: fz.bisoftmax(z, 0.7, eps), [z.detach().clone().requires_grad_(True)])
+
+
+@pytest.mark.parametrize("kind", ["sigmoid", "bisoftmax"])
+def test_the_symmetric_kernels_answer_in_the_layout_of_their_input(kind):
+    """The heads of a (B, N, H·d_h) projection go in as a view; the output and the projection's gradient come
+    back in that layout, so merging the heads (and the projection's backward) needs no copy."""
+    x = _randn(3, B, N, H * DH).requires_grad_(True)
+    z = x.view(B, N, H, DH).transpose(1, 2)
+    y = getattr(fz, kind)(z, 0.7, 1e-6)
+    assert y.shape == z.shape and y.stride() == z.stride()
+    (g,) = torch.autograd.grad(y.square().sum(), x)
+    assert g.is_contiguous()
+    strided = _randn(4, B, N, 2 * H * DH)[..., : H * DH].view(B, N, H, DH).transpose(1, 2)  # not dense: gaps
+    y = getattr(fz, kind)(strided, 0.7)
+    assert y.transpose(1, 2).is_contiguous()  # dense, in the heads' order of the input
+    assert rel(y, getattr(fz, kind)(strided.contiguous(), 0.7)) == 0
 
 
 @pytest.mark.parametrize("name", list(_cases(F64)))
