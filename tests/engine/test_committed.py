@@ -88,7 +88,7 @@ def test_bench_commit_writes_one_file_per_section(monkeypatch, tmp_path):
     import torch
 
     capability = torch.backends.cpu.get_cpu_capability()  # each CPU row names the instruction set it ran with
-    assert res.tables == {"toy": [{"layer": "x", "ratio": 1.5, "capability": capability}]}
+    assert res.tables == {"toy": [{"layer": "x", "ratio": 1.5, "capability": capability, "mkl": "default"}]}
     assert res.config == {"section": "toy", "quick": True}
     assert prov["command"] == "python -m energylab.bench toy --quick --commit" and prov["seconds"] >= 0
 
@@ -100,12 +100,18 @@ def test_bench_capability_restarts_with_the_instruction_set_and_names_the_file(m
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
     with monkeypatch.context() as m:
         m.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+        m.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX512")  # a caller's setting does not leak into another capability
         m.setattr(bench_main.subprocess, "run", lambda cmd, env: calls.append(
-            (cmd, env["ATEN_CPU_CAPABILITY"], env["TORCHINDUCTOR_CACHE_DIR"])) or type("Done", (), {"returncode": 3})())
+            (cmd, env["ATEN_CPU_CAPABILITY"], env["TORCHINDUCTOR_CACHE_DIR"], env.get("MKL_ENABLE_INSTRUCTIONS")))
+            or type("Done", (), {"returncode": 3})())
         assert bench_main.main(["attention", "--capability", "avx2"]) == 3  # the fresh process's exit code
-    # with its own compiled-kernel cache: inductor's is not keyed on the instruction set
+        assert bench_main.main(["attention", "--capability", "default"]) == 3
+    # with its own compiled-kernel cache (inductor's is not keyed on the instruction set), and MKL's matrix
+    # products held to AVX2 as well
     assert calls == [([bench_main.sys.executable, "-m", "energylab.bench", "attention", "--capability", "avx2"],
-                      "avx2", str(tmp_path / "inductor") + "-avx2")]
+                      "avx2", str(tmp_path / "inductor") + "-avx2", "AVX2"),
+                     ([bench_main.sys.executable, "-m", "energylab.bench", "attention", "--capability", "default"],
+                      "default", str(tmp_path / "inductor") + "-default", None)]
     # inside that process (the variable set): it measures, and commits under the processor and instruction set
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     monkeypatch.setattr(committed, "ROOT", str(tmp_path))
