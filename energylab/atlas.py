@@ -226,7 +226,7 @@ def time_ratios_markdown(benchmarks: dict[str, tuple], names: list[str] | None =
     columns, per_file = {"layer": "layer"}, {}
     for name, (results, provenance) in benchmarks.items():
         rows = [r for r in results.tables.get("attention", []) if isinstance(r.get("time_ratio"), (int, float))]
-        capability = rows[0].get("capability", "native") if rows else "?"
+        capability = committed.instruction_set(rows[0]) if rows else "?"
         columns[name] = f"{text_cell(provenance['machine'].get('processor', '?'))}, {capability} ({name}.json)"
         per_file[name] = {}
         for r in sorted(rows, key=lambda r: r["tokens"]):

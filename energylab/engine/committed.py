@@ -169,6 +169,13 @@ def cpu_benchmarks(section: str = "attention", root: str | None = None) -> dict[
     return out
 
 
+def instruction_set(row: dict) -> str:
+    """The instruction sets a committed CPU bench row ran with: ATen's (``capability``; "native" in files from
+    before it was recorded), and MKL's where the run held it below the processor's (``mkl``), e.g. "AVX2, MKL AVX2"."""
+    mkl = row.get("mkl", "default")
+    return row.get("capability", "native") + ("" if mkl == "default" else f", MKL {mkl}")
+
+
 def describe_provenance(provenance: dict) -> str:
     """One line for a caption: date, machine, commit (and whether the tree was dirty), wall-clock time, and any
     amendment made to the file afterwards."""

@@ -27,9 +27,9 @@ first route had cost more than the matrix products: 1.08 ms against 0.63 ms forw
 The symmetric forms (sigmoid, bi-softmax) can take their rows un-normalised and RMS-normalise them inside the kernel
 (``eps``), writing their output and input gradient in the input's layout: Hyper-SET's projections, heads of one
 (B, N, d) tensor, then need neither ATen's RMSNorm nor a copy between layouts. Measured here (Sapphire Rapids, one
-thread): one Hyper-SET iteration at the 4x4 Sudoku size, forward and backward, went from 1.10x to 1.01x the
-Transformer block (``python -m energylab.bench hyperset``); ATen's RMSNorm of the (B, N, H, d_h) projection and its
-backward through the transposed gradient had cost about 0.58 ms of the iteration's 7.6 ms.
+thread, in one process): ATen's RMSNorm of the (B, N, H, d_h) projection and its backward through the transposed
+gradient had cost about 0.58 ms of a Hyper-SET iteration's 7.6 ms at the 4x4 Sudoku size (B = 64, N = 16, d = 64);
+``results/bench/hyperset-*.json`` has the iteration against the Transformer block.
 
 Threads: the batch is split into as many slices as torch has threads, each run by the C code on a thread of its
 own with a one-thread gemm (the batch elements are independent, so the numbers do not depend on the thread count).
