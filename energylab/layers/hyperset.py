@@ -230,7 +230,6 @@ class HyperSETLayer(nn.Module):
         if self.gains is None and not fast:
             return ATTENTION_OPERATORS[self.attention](x, W, self.beta, rms=True, eps=self.eps)
         if fast:  # one exponential for both softmaxes (fast path "one-exp-bisoftmax"; q is on the √d_h sphere)
-            # normalised in the projection's own layout (B, N, H, d_h), then viewed per head: no copy
             B, N, _ = x.shape
             z = (x @ W.flatten(0, 1).T).view(B, N, self.heads, self.head_dim)  # the projections, per head
             if fz.usable(z, "fused-bisoftmax"):  # outside pinned processes: the C tile loop, faster still (issue 55)
