@@ -274,13 +274,6 @@ class _Expressive(torch.autograd.Function):
         return dq, dk, dv, None, None
 
 
-def _rms_buffers(z: torch.Tensor, eps: float | None):
-    """A symmetric kernel's normalisation arguments: (flag, ε, zn, r); eps None: the rows as they are."""
-    if eps is None:
-        return 0, 0.0, None, None
-    return 1, eps, torch.empty(z.shape, dtype=z.dtype), torch.empty(z.shape[:3], dtype=z.dtype)
-
-
 # the work buffer of each symmetric kernel, in reals: (rows, N, d_h, backward) -> size
 _SYMMETRIC_WORK = {
     "sigmoid": lambda rows, N, dh, backward: 2 * rows * N + N * dh if backward else rows * N,
@@ -300,10 +293,12 @@ class _Symmetric(torch.autograd.Function):
         (z,) = _head_views(z)
         B, H, N, dh = z.shape
         rows = rows_per_tile(N)
-        rms, eps, zn, rinv = _rms_buffers(z, eps)
+        rms = eps is not None  # eps None: the rows as they are; else normalised (zn and r saved for the backward)
+        zn, rinv = (z.new_empty(z.shape), z.new_empty(z.shape[:3])) if rms else (None, None)
         y = torch.empty_like(z)
         az = torch.empty(z.shape, dtype=z.dtype) if kind == "bisoftmax" else None
-        args = [beta, rows, z, _strides(z), rms, eps, zn, rinv, y, _strides(y)] + ([az] if az is not None else [])
+        args = [beta, rows, z, _strides(z), int(rms), eps or 0.0, zn, rinv, y, _strides(y)]
+        args += [az] if az is not None else []
         _launch(f"{kind}_forward", z.dtype, z.shape, args, _SYMMETRIC_WORK[kind](rows, N, dh, False))
         ctx.beta, ctx.kind, ctx.layout = beta, kind, y.stride()  # y's strides: dense, whatever z's were
         ctx.save_for_backward(zn if rms else z, az, rinv)
