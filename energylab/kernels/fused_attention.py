@@ -291,12 +291,12 @@ class _Symmetric(torch.autograd.Function):
     @staticmethod
     def forward(ctx, z, beta, eps, kind):
         (z,) = _head_views(z)
-        B, H, N, dh = z.shape
+        N, dh = z.shape[2:]
         rows = rows_per_tile(N)
         rms = eps is not None  # eps None: the rows as they are; else normalised (zn and r saved for the backward)
         zn, rinv = (z.new_empty(z.shape), z.new_empty(z.shape[:3])) if rms else (None, None)
         y = torch.empty_like(z)
-        az = torch.empty(z.shape, dtype=z.dtype) if kind == "bisoftmax" else None
+        az = z.new_empty(z.shape) if kind == "bisoftmax" else None  # A Z, saved for the backward
         args = [beta, rows, z, _strides(z), int(rms), eps or 0.0, zn, rinv, y, _strides(y)]
         args += [az] if az is not None else []
         _launch(f"{kind}_forward", z.dtype, z.shape, args, _SYMMETRIC_WORK[kind](rows, N, dh, False))
@@ -309,7 +309,7 @@ class _Symmetric(torch.autograd.Function):
     def backward(ctx, grad):
         z, az, rinv = ctx.saved_tensors
         (grad,) = _head_views(grad)
-        B, H, N, dh = z.shape
+        N, dh = z.shape[2:]
         rows = rows_per_tile(N)
         dz = torch.empty_strided(z.shape, ctx.layout, dtype=z.dtype)
         args = ([ctx.beta, rows, z, _strides(z)] + ([az] if az is not None else [])
